@@ -1,0 +1,497 @@
+"""Autograd lab: what does autograd track?
+
+Build a tiny preset model, then step through its lifecycle (forward, backward,
+backward again with or without `retain_graph`, `zero_grad`, an optimizer step, a
+forward under `no_grad`) and look at the real state after every step:
+
+- the autograd graph torchviz draws from the loss's `grad_fn`: leaves, grad_fn nodes,
+  AccumulateGrad nodes and, optionally, the tensors saved for backward;
+- a table of every tensor in play: shape, is_leaf, requires_grad, grad_fn, gradient
+  norm and version counter;
+- the bytes the graph holds for backward, read from the graph's own saved tensors.
+
+What to expect: `backward()` frees the saved tensors, and a second one fails with
+PyTorch's own error; `retain_graph=True` keeps them (and their memory), and a second
+pass doubles every leaf's gradient exactly; `no_grad` builds no graph at all.
+
+From a notebook::
+
+    from explorers import autograd
+    run = autograd.run(autograd.AutogradOptions(), ["forward", "backward_retain", "backward_retain"])
+    run.final.saved_bytes, run.final.tensors, run.graph_source
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torchviz
+from torch import nn
+
+from explorers import graphs
+from explorers.rng import isolated_rng  # noqa: F401  (re-exported for notebooks and tests)
+
+PRESETS = {
+    "scalar": "Scalar neuron: act(w·x + b)",
+    "mlp": "MLP",
+    "mlp_bn_dropout": "MLP with BatchNorm and Dropout",
+    "residual": "Residual blocks",
+}
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU, "sigmoid": nn.Sigmoid}
+ACTIONS = {
+    "forward": "forward",
+    "forward_no_grad": "forward under no_grad",
+    "backward": "backward()",
+    "backward_retain": "backward(retain_graph=True)",
+    "zero_grad_none": "zero_grad(set_to_none=True)",
+    "zero_grad_zeros": "zero_grad(set_to_none=False)",
+    "sgd_step": "optimizer.step()",
+}
+DEPTH_RANGE = (1, 6)
+WIDTH_RANGE = (1, 64)
+BATCH_RANGE = (1, 64)
+SEED_RANGE = (0, 99_999)
+MAX_STEPS = 12  # a lifecycle longer than this teaches nothing new and bloats the link
+MAX_GRAPH_NODES = 120  # past this a drawn graph stops being readable
+IN_FEATURES = 3
+DROPOUT_P = 0.5
+LEARNING_RATE = 0.1
+
+
+@dataclass(frozen=True)
+class AutogradOptions:
+    preset: str = "mlp"
+    depth: int = 2
+    width: int = 4
+    activation: str = "tanh"
+    batch_size: int = 1
+    input_requires_grad: bool = False
+    show_saved: bool = True
+    seed: int = 0
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        _check_choice("preset", self.preset, PRESETS)
+        _check_choice("activation", self.activation, ACTIVATIONS)
+        _check_range("depth", self.depth, DEPTH_RANGE)
+        _check_range("width", self.width, WIDTH_RANGE)
+        _check_range("batch_size", self.batch_size, BATCH_RANGE)
+        _check_range("seed", self.seed, SEED_RANGE)
+
+
+def _check_choice(name: str, value: str, choices: dict) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(choices)}, not {value!r}")
+
+
+def _check_range(name: str, value: int, bounds: tuple[int, int]) -> None:
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in [{low}, {high}], not {value!r}")
+
+
+@dataclass(frozen=True)
+class TensorRow:
+    """One tensor in play, as the table shows it."""
+
+    name: str
+    role: str  # "input", "parameter", "intermediate" or "loss"
+    shape: tuple[int, ...]
+    is_leaf: bool
+    requires_grad: bool
+    grad_fn: str | None
+    grad: str  # "None", "zeros", "values", or "not kept" for non-leaves
+    grad_norm: float | None
+    grad_vs_one_pass: float | None  # ‖.grad‖ / ‖what one backward pass adds‖
+    version: int
+
+
+@dataclass(frozen=True)
+class SavedTensor:
+    """A tensor some grad_fn node saved for backward."""
+
+    node: str
+    attribute: str
+    shape: tuple[int, ...]
+    dtype: str
+    storage_bytes: int
+    owner: str  # the parameter or input it shares storage with, or "activation"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The state after one lifecycle step."""
+
+    action: str
+    error: str | None
+    tensors: tuple[TensorRow, ...]
+    saved_bytes: int  # distinct storages only the graph keeps alive (parameters, buffers and input excluded)
+    saved_count: int
+    has_graph: bool  # the latest loss has a grad_fn (its saved tensors may be freed: see saved_bytes)
+
+    def row(self, name: str) -> TensorRow:
+        return next(r for r in self.tensors if r.name == name)
+
+
+@dataclass(frozen=True)
+class AutogradRun:
+    options: AutogradOptions
+    snapshots: tuple[Snapshot, ...]  # the first one is the state before any step
+    saved_tensors: tuple[SavedTensor, ...]  # saved by the latest graph-building forward
+    graph_source: str | None  # DOT from torchviz, None when there is no graph to draw
+    graph_nodes: int
+    graph_note: str  # what the graph shows, or why none is drawn
+    loss_expression: str
+    notes: tuple[str, ...]  # adjustments made to the options, stated plainly
+    final_grads: dict[str, torch.Tensor | None] = field(repr=False)
+
+    @property
+    def final(self) -> Snapshot:
+        return self.snapshots[-1]
+
+    @property
+    def steps(self) -> tuple[Snapshot, ...]:
+        return self.snapshots[1:]
+
+
+class _Stack(nn.Module):
+    """Named blocks applied in order; forward also returns each block's output."""
+
+    def __init__(self, blocks: Sequence[tuple[str, nn.Module]], residual: Sequence[str] = ()):
+        super().__init__()
+        for name, block in blocks:
+            self.add_module(name, block)
+        self.residual = set(residual)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[tuple[str, torch.Tensor]]]:
+        outputs = []
+        for name, block in self.named_children():
+            x = x + block(x) if name in self.residual else block(x)
+            outputs.append((f"{name} out", x))
+        return x, outputs[:-1]
+
+
+class _ScalarNeuron(nn.Module):
+    def __init__(self, activation: type[nn.Module]):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(()))
+        self.b = nn.Parameter(torch.randn(()))
+        self.act = activation()
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[tuple[str, torch.Tensor]]]:
+        z = self.w * x + self.b
+        return self.act(z), [("w·x + b", z)]
+
+
+def build_model(options: AutogradOptions) -> nn.Module:
+    """The preset model; call inside `isolated_rng` so its initial weights follow the seed."""
+    act = ACTIVATIONS[options.activation]
+    if options.preset == "scalar":
+        return _ScalarNeuron(act)
+    width, depth = options.width, options.depth
+    if options.preset == "residual":
+        blocks = [("inp", nn.Linear(IN_FEATURES, width))]
+        for i in range(1, depth + 1):
+            blocks.append((f"block{i}", nn.Sequential(OrderedDict(fc1=nn.Linear(width, width), act=act(), fc2=nn.Linear(width, width)))))
+        blocks.append(("head", nn.Linear(width, 1)))
+        return _Stack(blocks, residual=[f"block{i}" for i in range(1, depth + 1)])
+    blocks = []
+    for i in range(1, depth + 1):
+        layers = OrderedDict(fc=nn.Linear(IN_FEATURES if i == 1 else width, width))
+        if options.preset == "mlp_bn_dropout":
+            layers["bn"] = nn.BatchNorm1d(width)
+        layers["act"] = act()
+        if options.preset == "mlp_bn_dropout":
+            layers["drop"] = nn.Dropout(DROPOUT_P)
+        blocks.append((f"block{i}", nn.Sequential(layers)))
+    blocks.append(("head", nn.Linear(width, 1)))
+    return _Stack(blocks)
+
+
+class _Lifecycle:
+    """One model, its input and its latest loss, driven step by step."""
+
+    def __init__(self, options: AutogradOptions):
+        self.options = options
+        self.notes: list[str] = []
+        batch = options.batch_size
+        if options.preset == "mlp_bn_dropout" and batch < 2:
+            batch = 2
+            self.notes.append("BatchNorm needs at least 2 samples per batch in train mode, so the batch size is 2.")
+        device = torch.device(options.device)
+        self.model = build_model(options).to(device).train()
+        shape = () if options.preset == "scalar" else (batch, IN_FEATURES)
+        self.x = torch.randn(shape).to(device).requires_grad_(options.input_requires_grad)
+        self.target = None if options.preset == "scalar" else torch.randn(batch, 1).to(device)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE)
+        self.parameters = dict(self.model.named_parameters())
+        self.loss: torch.Tensor | None = None
+        self.intermediates: list[tuple[str, torch.Tensor]] = []
+        self.saved_tensors: tuple[SavedTensor, ...] = ()
+        self.graph_freed = False
+        self.backward_passes = 0  # through the current graph
+        self.one_pass: dict[str, torch.Tensor] = {}  # what the first of them added to each leaf
+
+    @property
+    def leaves(self) -> dict[str, torch.Tensor]:
+        named = {"x": self.x} if self.x.requires_grad else {}
+        return named | self.parameters
+
+    @property
+    def loss_expression(self) -> str:
+        return "loss = y" if self.options.preset == "scalar" else "loss = mse(model(x), target)"
+
+    def apply(self, action: str) -> str | None:
+        """Run one step; return PyTorch's error message if it raised one."""
+        try:
+            getattr(self, f"_{action}")()
+        except RuntimeError as error:
+            return str(error).strip()
+        return None
+
+    def _forward(self) -> None:
+        self._run_model()
+        self.saved_tensors = tuple(saved for saved, _ in self._saved_in_graph())
+
+    def _forward_no_grad(self) -> None:
+        with torch.no_grad():
+            self._run_model()
+
+    def _run_model(self) -> None:
+        output, intermediates = self.model(self.x)
+        self.loss = output if self.target is None else nn.functional.mse_loss(output, self.target)
+        self.intermediates = [*intermediates, ("model out", output)] if self.target is not None else intermediates
+        self.graph_freed = False
+        self.backward_passes = 0
+        self.one_pass = {}
+
+    def _backward(self, retain_graph: bool = False) -> None:
+        if self.loss is None:
+            raise RuntimeError("there is no loss yet: run a forward first")
+        before = {name: _grad_or_zeros(t) for name, t in self.leaves.items()}
+        self.loss.backward(retain_graph=retain_graph)
+        if self.backward_passes == 0:
+            self.one_pass = {name: _grad_or_zeros(t) - before[name] for name, t in self.leaves.items()}
+        self.backward_passes += 1
+        self.graph_freed = not retain_graph
+
+    def _backward_retain(self) -> None:
+        self._backward(retain_graph=True)
+
+    def _zero_grad_none(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _zero_grad_zeros(self) -> None:
+        self.optimizer.zero_grad(set_to_none=False)
+
+    def _sgd_step(self) -> None:
+        self.optimizer.step()
+
+    def _state_owners(self) -> dict[int, str]:
+        """Storages of parameters and buffers (BatchNorm running stats): they exist with or without a graph."""
+        state = {**self.parameters, **dict(self.model.named_buffers())}
+        return {t.untyped_storage().data_ptr(): name for name, t in state.items()}
+
+    def _saved_in_graph(self) -> list[tuple[SavedTensor, int]]:
+        """Walk the latest loss's graph as torchviz does; list each saved tensor still held, with its storage.
+
+        Reading the graph (rather than installing saved_tensors_hooks) keeps the lesson
+        honest: with hooks installed, PyTorch skips its check that a saved tensor was not
+        modified in place, and the optimizer-step error would silently disappear.
+        """
+        owners = self._state_owners()
+        owners[self.x.untyped_storage().data_ptr()] = "input x"
+        found, seen, pending = [], set(), [getattr(self.loss, "grad_fn", None)]
+        while pending:
+            node = pending.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            for attribute in dir(node):
+                if not attribute.startswith("_saved_"):
+                    continue
+                try:
+                    value = getattr(node, attribute)
+                except RuntimeError:  # freed by backward, or modified in place since it was saved
+                    continue
+                if torch.is_tensor(value):
+                    storage = value.untyped_storage()
+                    saved = SavedTensor(node=node.name(), attribute=attribute.removeprefix("_saved_"),
+                                        shape=tuple(value.shape), dtype=str(value.dtype).removeprefix("torch."),
+                                        storage_bytes=storage.nbytes(), owner=owners.get(storage.data_ptr(), "activation"))
+                    found.append((saved, storage.data_ptr()))
+            pending.extend(next_node for next_node, _ in node.next_functions)
+        return found
+
+    def _held_bytes(self) -> tuple[int, int]:
+        """(bytes, count) of distinct storages the graph alone keeps alive: not model state, not the input."""
+        storages = {ptr: saved.storage_bytes for saved, ptr in self._saved_in_graph() if saved.owner == "activation"}
+        return sum(storages.values()), len(storages)
+
+    def snapshot(self, action: str, error: str | None) -> Snapshot:
+        saved_bytes, saved_count = self._held_bytes()
+        rows = [self._row("x", self.x, "input")]
+        rows += [self._row(name, p, "parameter") for name, p in self.parameters.items()]
+        rows += [self._row(name, t, "intermediate") for name, t in self.intermediates]
+        if self.loss is not None:
+            rows.append(self._row("loss", self.loss, "loss"))
+        has_graph = self.loss is not None and self.loss.grad_fn is not None
+        return Snapshot(action, error, tuple(rows), saved_bytes, saved_count, has_graph)
+
+    def _row(self, name: str, tensor: torch.Tensor, role: str) -> TensorRow:
+        grad = tensor.grad if tensor.is_leaf else None  # reading .grad of a non-leaf only warns
+        if not tensor.is_leaf:
+            state = "not kept"
+        elif grad is None:
+            state = "None"
+        else:
+            state = "zeros" if not grad.any() else "values"
+        norm = None if grad is None else float(grad.norm())
+        one_pass = self.one_pass.get(name)
+        ratio = None
+        if norm is not None and one_pass is not None and float(one_pass.norm()) > 0:
+            ratio = norm / float(one_pass.norm())
+        return TensorRow(name=name, role=role, shape=tuple(tensor.shape), is_leaf=tensor.is_leaf,
+                         requires_grad=tensor.requires_grad,
+                         grad_fn=None if tensor.grad_fn is None else tensor.grad_fn.name(),
+                         grad=state, grad_norm=norm, grad_vs_one_pass=ratio, version=tensor._version)
+
+    def _make_dot(self):
+        """torchviz's graph, with saved tensors when asked for and still readable."""
+        if self.options.show_saved and not self.graph_freed:
+            try:
+                return graphs.with_font(torchviz.make_dot(self.loss, params=self.leaves, show_saved=True)), True
+            except RuntimeError:
+                readable = False
+        else:
+            readable = not self.graph_freed
+        return graphs.with_font(torchviz.make_dot(self.loss, params=self.leaves, show_saved=False)), readable
+
+    def graph(self) -> tuple[str | None, int, str]:
+        """DOT source of the latest loss's graph, its node count, and what it shows."""
+        if self.loss is None:
+            return None, 0, "No forward yet: press forward to build a graph."
+        if self.loss.grad_fn is None:
+            return None, 0, "The latest forward ran under no_grad: the loss has no grad_fn, so there is no graph."
+        dot, saved_readable = self._make_dot()
+        nodes = sum("[label=" in line for line in dot.body)
+        if nodes > MAX_GRAPH_NODES:
+            return None, nodes, (f"The graph has {nodes} nodes, more than the {MAX_GRAPH_NODES} that stay readable: "
+                                 "lower the depth or hide the saved tensors.")
+        if self.graph_freed:
+            note = "backward() freed the tensors saved for backward: the nodes remain, but a second backward fails."
+        elif not saved_readable:
+            note = ("Some saved tensors can no longer be read (freed by a failed backward, or changed in place "
+                    "since they were saved), so none are drawn.")
+        elif self.options.show_saved:
+            note = "Blue: leaves. Grey: grad_fn nodes. Orange: tensors saved for backward."
+        else:
+            note = "Blue: leaves. Grey: grad_fn nodes (saved tensors hidden)."
+        return dot.source, nodes, note
+
+
+def _grad_or_zeros(tensor: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(tensor) if tensor.grad is None else tensor.grad.detach().clone()
+
+
+def run(options: AutogradOptions, actions: Sequence[str] = ()) -> AutogradRun:
+    """Build the preset from `options.seed` and apply `actions` in order, recording each state."""
+    unknown = [a for a in actions if a not in ACTIONS]
+    if unknown:
+        raise ValueError(f"unknown actions {unknown}; known: {sorted(ACTIONS)}")
+    if len(actions) > MAX_STEPS:
+        raise ValueError(f"at most {MAX_STEPS} steps, got {len(actions)}")
+    with isolated_rng(options.seed, options.device):
+        lab = _Lifecycle(options)
+        snapshots = [lab.snapshot("start", None)]
+        for action in actions:
+            snapshots.append(lab.snapshot(action, lab.apply(action)))
+        source, nodes, note = lab.graph()
+        grads = {name: None if t.grad is None else t.grad.detach().clone() for name, t in lab.leaves.items()}
+    return AutogradRun(options=options, snapshots=tuple(snapshots), saved_tensors=lab.saved_tensors,
+                       graph_source=source, graph_nodes=nodes, graph_note=note,
+                       loss_expression=lab.loss_expression, notes=tuple(lab.notes), final_grads=grads)
+
+
+def format_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024 or unit == "MiB":
+            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def explain(result: AutogradRun) -> list[str]:
+    """The lesson of this run, one markdown sentence per fact, built from its live numbers."""
+    steps = result.steps
+    if not steps:
+        return ["Nothing has run yet. Press **forward**: autograd records every operation on tensors that "
+                "require grad, back to the leaves."]
+    lines = []
+    final = result.final
+    leaves = [r for r in final.tensors if r.is_leaf and r.requires_grad]
+    non_leaves = [r for r in final.tensors if not r.is_leaf]
+    if non_leaves:
+        example = non_leaves[0]
+        lines.append(f"**Leaves** are the {len(leaves)} tensors you created with requires_grad=True "
+                     f"({', '.join(r.name for r in leaves[:3])}{', …' if len(leaves) > 3 else ''}): backward "
+                     f"accumulates into their `.grad`. `{example.name}` was made by `{example.grad_fn}`, so it is not "
+                     "a leaf and its `.grad` is not kept.")
+    lines += _saved_memory_lines(steps)
+    for step in steps:
+        if step.error and step.action == "backward" and "second time" in step.error:
+            lines.append("The second `backward()` failed with PyTorch's own error: the first one had freed the "
+                         "saved tensors. Pass `retain_graph=True` if you really need two passes.")
+            break
+    lines += _accumulation_lines(final)
+    if any(s.action.startswith("zero_grad") for s in steps):
+        lines.append("`zero_grad(set_to_none=True)` leaves `.grad` as None (no memory held, the next backward "
+                     "writes instead of adding); `set_to_none=False` keeps a tensor of zeros.")
+        x = final.row("x")
+        if x.requires_grad and x.grad != "None":
+            lines.append("`x.grad` survived `zero_grad`: the optimizer only clears the parameters it was given.")
+    for before, step in itertools.pairwise(result.snapshots):
+        if step.action == "sgd_step" and not step.error:
+            name = next(r.name for r in step.tensors if r.role == "parameter")
+            old, new = before.row(name).version, step.row(name).version
+            if new > old:
+                lines.append(f"`optimizer.step()` updated the weights in place: `{name}`'s version counter went from "
+                             f"{old} to {new}. A graph that saved a weight before the step refuses to backward through it.")
+                break
+    if steps[-1].action == "forward_no_grad" or (final.tensors[-1].role == "loss" and final.tensors[-1].grad_fn is None):
+        lines.append("Under `no_grad` the loss has `grad_fn=None` and `requires_grad=False`: no graph, nothing saved. "
+                     "This is a gradient-mode switch; `model.eval()` is a different one and would not do this.")
+    return lines
+
+
+def _saved_memory_lines(steps: Sequence[Snapshot]) -> list[str]:
+    lines = []
+    for before, step in itertools.pairwise(steps):
+        if step.error or before.saved_bytes == 0:
+            continue
+        held = format_bytes(before.saved_bytes)
+        if step.action == "backward":
+            lines.append(f"Before `backward()` the graph held **{held}** in {before.saved_count} saved tensors; "
+                         f"after it, **{format_bytes(step.saved_bytes)}**: backward frees them as it goes.")
+            break
+        if step.action == "backward_retain":
+            lines.append(f"`retain_graph=True` kept **{format_bytes(step.saved_bytes)}** of saved tensors alive "
+                         "after backward: retaining the graph costs memory until the loss is dropped.")
+            break
+    if not lines and steps and steps[-1].saved_bytes:
+        lines.append(f"The graph now holds **{format_bytes(steps[-1].saved_bytes)}** in {steps[-1].saved_count} "
+                     "tensors saved for backward (parameters and buffers excluded: they exist anyway).")
+    return lines
+
+
+def _accumulation_lines(final: Snapshot) -> list[str]:
+    ratios = [r.grad_vs_one_pass for r in final.tensors if r.grad_vs_one_pass is not None]
+    if not ratios or max(ratios) < 1.5:
+        return []
+    name = next(r.name for r in final.tensors if r.grad_vs_one_pass is not None)
+    return [f"`{name}.grad` is now **{max(ratios):.3f}×** what one backward pass adds: backward accumulates into "
+            "`.grad`, it never overwrites. That is why a training loop zeroes gradients every step."]

@@ -1,0 +1,63 @@
+"""Turn DOT source into SVG or PNG bytes, with or without a system Graphviz.
+
+The browser lays graphs out by itself (st.graphviz_chart), but a download needs a
+layout engine on the server: Debian's `dot` when installed, else the `graphviz-pure`
+binary from PyPI (svg and png only; it installs no `dot` command, so it is called by
+name, also from the virtual environment's bin folder which may not be on PATH).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import graphviz
+
+# Courier: with torchviz's default `monospace` the engines fall back to Times metrics
+# and labels overflow their boxes.
+FONT = "Courier"
+RENDER_TIMEOUT_S = 20
+PNG_DPI = 144  # sharp enough to read when a screenshot is projected
+
+
+def _engine_path() -> str | None:
+    for name in ("dot", "graphviz-pure"):
+        found = shutil.which(name) or _venv_binary(name)
+        if found:
+            return found
+    return None
+
+
+def _venv_binary(name: str) -> str | None:
+    candidate = Path(sys.executable).parent / name
+    return str(candidate) if candidate.is_file() else None
+
+
+def layout_engine_name() -> str | None:
+    path = _engine_path()
+    return Path(path).name if path else None
+
+
+def with_font(dot: graphviz.Digraph) -> graphviz.Digraph:
+    dot.node_attr.update(fontname=FONT)
+    dot.edge_attr.update(fontname=FONT)
+    dot.graph_attr.update(fontname=FONT)
+    return dot
+
+
+def render(dot_source: str, fmt: str) -> bytes:
+    """Lay out `dot_source` and return the image bytes; fmt is "svg" or "png"."""
+    if fmt not in ("svg", "png"):
+        raise ValueError(f"unsupported format {fmt!r}; use 'svg' or 'png'")
+    engine = _engine_path()
+    if engine is None:
+        raise RuntimeError("no Graphviz layout engine found: pip install graphviz-pure, or apt-get install graphviz")
+    args = [engine, f"-T{fmt}", f"-Nfontname={FONT}"]
+    if fmt == "png":
+        args.append(f"-Gdpi={PNG_DPI}")
+    done = subprocess.run(args, input=dot_source.encode(), capture_output=True, timeout=RENDER_TIMEOUT_S, check=False)
+    if done.returncode != 0 or not done.stdout:
+        raise RuntimeError(f"{Path(engine).name} failed: {done.stderr.decode(errors='replace')[:300]}")
+    return done.stdout
