@@ -196,7 +196,8 @@ def build_model(options: AutogradOptions) -> nn.Module:
     if options.preset == "residual":
         blocks = [("inp", nn.Linear(IN_FEATURES, width))]
         for i in range(1, depth + 1):
-            blocks.append((f"block{i}", nn.Sequential(OrderedDict(fc1=nn.Linear(width, width), act=act(), fc2=nn.Linear(width, width)))))
+            layers = OrderedDict(fc1=nn.Linear(width, width), act=act(), fc2=nn.Linear(width, width))
+            blocks.append((f"block{i}", nn.Sequential(layers)))
         blocks.append(("head", nn.Linear(width, 1)))
         return _Stack(blocks, residual=[f"block{i}" for i in range(1, depth + 1)])
     blocks = []
@@ -320,9 +321,14 @@ class _Lifecycle:
                     continue
                 if torch.is_tensor(value):
                     storage = value.untyped_storage()
-                    saved = SavedTensor(node=node.name(), attribute=attribute.removeprefix("_saved_"),
-                                        shape=tuple(value.shape), dtype=str(value.dtype).removeprefix("torch."),
-                                        storage_bytes=storage.nbytes(), owner=owners.get(storage.data_ptr(), "activation"))
+                    saved = SavedTensor(
+                        node=node.name(),
+                        attribute=attribute.removeprefix("_saved_"),
+                        shape=tuple(value.shape),
+                        dtype=str(value.dtype).removeprefix("torch."),
+                        storage_bytes=storage.nbytes(),
+                        owner=owners.get(storage.data_ptr(), "activation"),
+                    )
                     found.append((saved, storage.data_ptr()))
             pending.extend(next_node for next_node, _ in node.next_functions)
         return found
@@ -355,10 +361,18 @@ class _Lifecycle:
         ratio = None
         if norm is not None and one_pass is not None and float(one_pass.norm()) > 0:
             ratio = norm / float(one_pass.norm())
-        return TensorRow(name=name, role=role, shape=tuple(tensor.shape), is_leaf=tensor.is_leaf,
-                         requires_grad=tensor.requires_grad,
-                         grad_fn=None if tensor.grad_fn is None else tensor.grad_fn.name(),
-                         grad=state, grad_norm=norm, grad_vs_one_pass=ratio, version=tensor._version)
+        return TensorRow(
+            name=name,
+            role=role,
+            shape=tuple(tensor.shape),
+            is_leaf=tensor.is_leaf,
+            requires_grad=tensor.requires_grad,
+            grad_fn=None if tensor.grad_fn is None else tensor.grad_fn.name(),
+            grad=state,
+            grad_norm=norm,
+            grad_vs_one_pass=ratio,
+            version=tensor._version,
+        )
 
     def _make_dot(self):
         """torchviz's graph, with saved tensors when asked for and still readable."""
@@ -380,13 +394,21 @@ class _Lifecycle:
         dot, saved_readable = self._make_dot()
         nodes = sum("[label=" in line for line in dot.body)
         if nodes > MAX_GRAPH_NODES:
-            return None, nodes, (f"The graph has {nodes} nodes, more than the {MAX_GRAPH_NODES} that stay readable: "
-                                 "lower the depth or hide the saved tensors.")
+            return (
+                None,
+                nodes,
+                (
+                    f"The graph has {nodes} nodes, more than the {MAX_GRAPH_NODES} that stay readable: "
+                    "lower the depth or hide the saved tensors."
+                ),
+            )
         if self.graph_freed:
             note = "backward() freed the tensors saved for backward: the nodes remain, but a second backward fails."
         elif not saved_readable:
-            note = ("Some saved tensors can no longer be read (freed by a failed backward, or changed in place "
-                    "since they were saved), so none are drawn.")
+            note = (
+                "Some saved tensors can no longer be read (freed by a failed backward, or changed in place "
+                "since they were saved), so none are drawn."
+            )
         elif self.options.show_saved:
             note = "Blue: leaves. Grey: grad_fn nodes. Orange: tensors saved for backward."
         else:
@@ -412,9 +434,17 @@ def run(options: AutogradOptions, actions: Sequence[str] = ()) -> AutogradRun:
             snapshots.append(lab.snapshot(action, lab.apply(action)))
         source, nodes, note = lab.graph()
         grads = {name: None if t.grad is None else t.grad.detach().clone() for name, t in lab.leaves.items()}
-    return AutogradRun(options=options, snapshots=tuple(snapshots), saved_tensors=lab.saved_tensors,
-                       graph_source=source, graph_nodes=nodes, graph_note=note,
-                       loss_expression=lab.loss_expression, notes=tuple(lab.notes), final_grads=grads)
+    return AutogradRun(
+        options=options,
+        snapshots=tuple(snapshots),
+        saved_tensors=lab.saved_tensors,
+        graph_source=source,
+        graph_nodes=nodes,
+        graph_note=note,
+        loss_expression=lab.loss_expression,
+        notes=tuple(lab.notes),
+        final_grads=grads,
+    )
 
 
 def format_bytes(n: int) -> str:
@@ -429,28 +459,36 @@ def explain(result: AutogradRun) -> list[str]:
     """The lesson of this run, one markdown sentence per fact, built from its live numbers."""
     steps = result.steps
     if not steps:
-        return ["Nothing has run yet. Press **forward**: autograd records every operation on tensors that "
-                "require grad, back to the leaves."]
+        return [
+            "Nothing has run yet. Press **forward**: autograd records every operation on tensors that "
+            "require grad, back to the leaves."
+        ]
     lines = []
     final = result.final
     leaves = [r for r in final.tensors if r.is_leaf and r.requires_grad]
     non_leaves = [r for r in final.tensors if not r.is_leaf]
     if non_leaves:
         example = non_leaves[0]
-        lines.append(f"**Leaves** are the {len(leaves)} tensors you created with requires_grad=True "
-                     f"({', '.join(r.name for r in leaves[:3])}{', …' if len(leaves) > 3 else ''}): backward "
-                     f"accumulates into their `.grad`. `{example.name}` was made by `{example.grad_fn}`, so it is not "
-                     "a leaf and its `.grad` is not kept.")
+        lines.append(
+            f"**Leaves** are the {len(leaves)} tensors you created with requires_grad=True "
+            f"({', '.join(r.name for r in leaves[:3])}{', …' if len(leaves) > 3 else ''}): backward "
+            f"accumulates into their `.grad`. `{example.name}` was made by `{example.grad_fn}`, so it is not "
+            "a leaf and its `.grad` is not kept."
+        )
     lines += _saved_memory_lines(steps)
     for step in steps:
         if step.error and step.action == "backward" and "second time" in step.error:
-            lines.append("The second `backward()` failed with PyTorch's own error: the first one had freed the "
-                         "saved tensors. Pass `retain_graph=True` if you really need two passes.")
+            lines.append(
+                "The second `backward()` failed with PyTorch's own error: the first one had freed the "
+                "saved tensors. Pass `retain_graph=True` if you really need two passes."
+            )
             break
     lines += _accumulation_lines(final)
     if any(s.action.startswith("zero_grad") for s in steps):
-        lines.append("`zero_grad(set_to_none=True)` leaves `.grad` as None (no memory held, the next backward "
-                     "writes instead of adding); `set_to_none=False` keeps a tensor of zeros.")
+        lines.append(
+            "`zero_grad(set_to_none=True)` leaves `.grad` as None (no memory held, the next backward "
+            "writes instead of adding); `set_to_none=False` keeps a tensor of zeros."
+        )
         x = final.row("x")
         if x.requires_grad and x.grad != "None":
             lines.append("`x.grad` survived `zero_grad`: the optimizer only clears the parameters it was given.")
@@ -459,12 +497,17 @@ def explain(result: AutogradRun) -> list[str]:
             name = next(r.name for r in step.tensors if r.role == "parameter")
             old, new = before.row(name).version, step.row(name).version
             if new > old:
-                lines.append(f"`optimizer.step()` updated the weights in place: `{name}`'s version counter went from "
-                             f"{old} to {new}. A graph that saved a weight before the step refuses to backward through it.")
+                lines.append(
+                    f"`optimizer.step()` updated the weights in place: `{name}`'s version counter went from {old} "
+                    f"to {new}. A graph that saved a weight before the step refuses to backward through it."
+                )
                 break
-    if steps[-1].action == "forward_no_grad" or (final.tensors[-1].role == "loss" and final.tensors[-1].grad_fn is None):
-        lines.append("Under `no_grad` the loss has `grad_fn=None` and `requires_grad=False`: no graph, nothing saved. "
-                     "This is a gradient-mode switch; `model.eval()` is a different one and would not do this.")
+    loss = final.tensors[-1]
+    if loss.role == "loss" and loss.grad_fn is None:
+        lines.append(
+            "Under `no_grad` the loss has `grad_fn=None` and `requires_grad=False`: no graph, nothing saved. "
+            "This is a gradient-mode switch; `model.eval()` is a different one and would not do this."
+        )
     return lines
 
 
@@ -475,16 +518,22 @@ def _saved_memory_lines(steps: Sequence[Snapshot]) -> list[str]:
             continue
         held = format_bytes(before.saved_bytes)
         if step.action == "backward":
-            lines.append(f"Before `backward()` the graph held **{held}** in {before.saved_count} saved tensors; "
-                         f"after it, **{format_bytes(step.saved_bytes)}**: backward frees them as it goes.")
+            lines.append(
+                f"Before `backward()` the graph held **{held}** in {before.saved_count} saved tensors; "
+                f"after it, **{format_bytes(step.saved_bytes)}**: backward frees them as it goes."
+            )
             break
         if step.action == "backward_retain":
-            lines.append(f"`retain_graph=True` kept **{format_bytes(step.saved_bytes)}** of saved tensors alive "
-                         "after backward: retaining the graph costs memory until the loss is dropped.")
+            lines.append(
+                f"`retain_graph=True` kept **{format_bytes(step.saved_bytes)}** of saved tensors alive "
+                "after backward: retaining the graph costs memory until the loss is dropped."
+            )
             break
     if not lines and steps and steps[-1].saved_bytes:
-        lines.append(f"The graph now holds **{format_bytes(steps[-1].saved_bytes)}** in {steps[-1].saved_count} "
-                     "tensors saved for backward (parameters and buffers excluded: they exist anyway).")
+        lines.append(
+            f"The graph now holds **{format_bytes(steps[-1].saved_bytes)}** in {steps[-1].saved_count} "
+            "tensors saved for backward (parameters and buffers excluded: they exist anyway)."
+        )
     return lines
 
 
@@ -493,5 +542,7 @@ def _accumulation_lines(final: Snapshot) -> list[str]:
     if not ratios or max(ratios) < 1.5:
         return []
     name = next(r.name for r in final.tensors if r.grad_vs_one_pass is not None)
-    return [f"`{name}.grad` is now **{max(ratios):.3f}×** what one backward pass adds: backward accumulates into "
-            "`.grad`, it never overwrites. That is why a training loop zeroes gradients every step."]
+    return [
+        f"`{name}.grad` is now **{max(ratios):.3f}×** what one backward pass adds: backward accumulates into "
+        "`.grad`, it never overwrites. That is why a training loop zeroes gradients every step."
+    ]

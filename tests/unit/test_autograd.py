@@ -157,10 +157,19 @@ def test_batchnorm_preset_raises_batch_of_one_to_two_and_says_so():
     assert result.final.row("x").shape[0] == 2 and result.notes
 
 
-@pytest.mark.parametrize("bad", [
-    {"preset": "lstm"}, {"depth": 0}, {"depth": 7}, {"width": 10**9}, {"batch_size": -1},
-    {"activation": "__import__('os')"}, {"seed": True}, {"width": 2.5},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"preset": "lstm"},
+        {"depth": 0},
+        {"depth": 7},
+        {"width": 10**9},
+        {"batch_size": -1},
+        {"activation": "__import__('os')"},
+        {"seed": True},
+        {"width": 2.5},
+    ],
+)
 def test_options_reject_out_of_range_values(bad):
     with pytest.raises(ValueError):
         AutogradOptions(**bad)

@@ -1,0 +1,187 @@
+"""Autograd lab: build a tiny model, step through its lifecycle, watch the graph and the gradients."""
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from explorers import autograd
+from explorers.autograd import ACTIONS, AutogradOptions, format_bytes
+from ui import figures
+from ui.fields import BoolField, ChoiceField, IntField, SequenceField
+from ui.frame import start_lab
+
+DEFAULT = AutogradOptions()
+FIELDS = (
+    ChoiceField("preset", DEFAULT.preset, tuple(autograd.PRESETS)),
+    IntField("depth", DEFAULT.depth, *autograd.DEPTH_RANGE),
+    IntField("width", DEFAULT.width, *autograd.WIDTH_RANGE),
+    ChoiceField("activation", DEFAULT.activation, tuple(autograd.ACTIVATIONS)),
+    IntField("batch", DEFAULT.batch_size, *autograd.BATCH_RANGE),
+    BoolField("x_grad", DEFAULT.input_requires_grad),
+    BoolField("saved", DEFAULT.show_saved),
+    IntField("seed", DEFAULT.seed, *autograd.SEED_RANGE),
+    SequenceField("steps", tuple(ACTIONS), autograd.MAX_STEPS, default=("forward",)),
+)
+
+page = start_lab("autograd", FIELDS)
+key = page.key
+
+with st.container(border=True):
+    model, depth, width, activation, batch = st.columns([2.2, 1, 1, 1, 1])
+    model.selectbox("Model", tuple(autograd.PRESETS), format_func=autograd.PRESETS.get, key=key("preset"))
+    scalar = page.value("preset") == "scalar"
+    off = "The scalar neuron has one input and no layers." if scalar else None
+    depth.slider("Depth (blocks)", *autograd.DEPTH_RANGE, key=key("depth"), disabled=scalar, help=off)
+    width.slider("Width", *autograd.WIDTH_RANGE, key=key("width"), disabled=scalar, help=off)
+    activation.selectbox("Activation", tuple(autograd.ACTIVATIONS), key=key("activation"))
+    batch.slider("Batch size", *autograd.BATCH_RANGE, key=key("batch"), disabled=scalar, help=off)
+    x_grad, saved, seed = st.columns([2.2, 2, 1])
+    x_grad.toggle("Input x requires grad", key=key("x_grad"), help="Makes the input a leaf that receives a gradient.")
+    saved.toggle("Show tensors saved for backward", key=key("saved"))
+    seed.number_input("Seed", *autograd.SEED_RANGE, key=key("seed"), step=1)
+
+
+def add_step(action: str) -> None:
+    page.set("steps", (*page.value("steps"), action))
+
+
+steps = page.value("steps")
+st.markdown("**Step through the lifecycle.** Each click replays every step from the seed, so a link reproduces it.")
+BUTTON_GROUPS = {
+    "Build a graph": ("forward", "forward_no_grad"),
+    "Backward": ("backward", "backward_retain"),
+    "Clear gradients": ("zero_grad_none", "zero_grad_zeros"),
+    "Update": ("sgd_step",),
+}
+for column, (group, actions) in zip(st.columns(len(BUTTON_GROUPS)), BUTTON_GROUPS.items(), strict=True):
+    column.caption(group)
+    for action in actions:
+        column.button(
+            ACTIONS[action],
+            key=f"do-{action}",
+            on_click=add_step,
+            args=(action,),
+            width="stretch",
+            disabled=len(steps) >= autograd.MAX_STEPS,
+            type="primary" if action == "forward" else "secondary",
+        )
+column.button(
+    "Reset", icon=":material/restart_alt:", key="do-reset", on_click=page.set, args=("steps", ()), width="stretch"
+)
+page.sync_url()
+
+options = AutogradOptions(
+    preset=page.value("preset"),
+    depth=page.value("depth"),
+    width=page.value("width"),
+    activation=page.value("activation"),
+    batch_size=page.value("batch"),
+    input_requires_grad=page.value("x_grad"),
+    show_saved=page.value("saved"),
+    seed=page.value("seed"),
+    device=page.device,
+)
+result = autograd.run(options, steps)
+trail = " → ".join(("✗ " if s.error else "") + ACTIONS[s.action] for s in result.steps) or "nothing yet"
+st.markdown(
+    f"Steps so far: **{trail}**" + ("  (step limit reached: reset)" if len(steps) >= autograd.MAX_STEPS else "")
+)
+for note in result.notes:
+    st.info(note)
+if result.final.error:
+    st.error(
+        f"PyTorch raised on `{ACTIONS[result.final.action]}`, and that is the lesson:\n\n```\n{result.final.error}\n```"
+    )
+
+settings = {
+    "model": options.preset,
+    "loss": result.loss_expression,
+    "activation": options.activation,
+    "seed": options.seed,
+}
+if not scalar:
+    settings = {**settings, "depth": options.depth, "width": options.width, "batch": options.batch_size}
+settings["steps"] = trail
+stem = f"autograd-{options.preset}"
+
+graph_column, memory_column = st.columns([3, 2], gap="large")
+with graph_column:
+    st.subheader("The autograd graph")
+    st.caption(result.graph_note)
+    if result.graph_source:
+        figures.graph(result.graph_source, figures.caption("Autograd graph (torchviz)", settings, page.device), stem)
+with memory_column:
+    st.subheader("Held for backward")
+    before = result.snapshots[-2].saved_bytes if len(result.snapshots) > 1 else 0
+    st.metric(
+        "Saved tensors held now",
+        format_bytes(result.final.saved_bytes),
+        delta=f"{result.final.saved_bytes - before:+,} B since the previous step",
+        delta_color="off",
+    )
+    labels = [f"{i}. {ACTIONS[s.action]}" for i, s in enumerate(result.steps, 1)]
+    chart = go.Figure(
+        go.Bar(
+            x=labels or ["(no steps)"],
+            y=[s.saved_bytes for s in result.steps] or [0],
+            marker_color=["#d62728" if s.error else "#ff7f0e" for s in result.steps],
+        )
+    )
+    chart.update_layout(yaxis_title="bytes saved for backward", height=380, title="After each step")
+    figures.plotly(chart, figures.caption("Saved-for-backward bytes", settings, page.device), f"{stem}-saved")
+
+st.subheader("Every tensor in play")
+table = pd.DataFrame(
+    [
+        {
+            "tensor": r.name,
+            "role": r.role,
+            "shape": str(r.shape),
+            "is_leaf": r.is_leaf,
+            "requires_grad": r.requires_grad,
+            "grad_fn": r.grad_fn or "None",
+            ".grad": r.grad,
+            "‖grad‖": r.grad_norm,
+            "× one pass": r.grad_vs_one_pass,
+            "version": r.version,
+        }
+        for r in result.final.tensors
+    ]
+)
+st.dataframe(
+    table,
+    hide_index=True,
+    height=36 * (len(table) + 1) + 4,
+    column_config={
+        "‖grad‖": st.column_config.NumberColumn(format="%.4g"),
+        "× one pass": st.column_config.NumberColumn(format="%.3f"),
+    },
+)
+st.caption(figures.caption("Tensor table", settings, page.device))
+saved_rows = [vars(s) for s in result.saved_tensors]
+with st.expander(f"Tensors saved for backward by the latest forward ({len(saved_rows)})"):
+    st.dataframe(pd.DataFrame(saved_rows), hide_index=True)
+    st.caption("Parameters, buffers and the input are saved by reference: only `activation` rows cost extra memory.")
+
+lesson = autograd.explain(result)
+figures.why_panel(lesson)
+two_passes = autograd.run(options, ["forward", "backward_retain", "backward_retain"]).final
+leaf = next(r for r in two_passes.tensors if r.grad_vs_one_pass is not None)
+figures.predict_then_reveal(
+    key("predict"),
+    f"After forward, then backward(retain_graph=True) twice, what is `{leaf.name}.grad`?",
+    ["The same as after one pass", "Twice one pass", "Zero", "An error"],
+    "Twice one pass",
+    f"Measured just now on this model: ‖{leaf.name}.grad‖ is {leaf.grad_vs_one_pass:.3f}× one pass. "
+    "Backward adds into `.grad`; only zero_grad clears it.",
+)
+figures.notes_download(
+    "Autograd lab",
+    figures.caption("Autograd lab", settings, page.device),
+    {
+        "What happened": "\n".join(f"- {line}" for line in lesson),
+        "Tensors": figures.markdown_table(table.to_dict("records")),
+        "Saved for backward": figures.markdown_table(saved_rows),
+    },
+    stem,
+)

@@ -1,0 +1,51 @@
+"""Open every page in a real Chromium: no exception box, and the main figure is drawn."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from ui.catalogue import LABS
+
+pytestmark = pytest.mark.e2e
+
+FIGURE_SELECTORS = {
+    "graph": "[data-testid='stGraphVizChart'] svg g.node",
+    "chart": "[data-testid='stPlotlyChart'] .main-svg",
+}
+BUILT = [lab for lab in LABS if lab.page]
+
+
+def wait_for_app(page) -> None:
+    """Until the script has run: a title is drawn and Streamlit's running indicator is gone."""
+    expect(page.locator("h1").first).to_be_visible(timeout=60_000)
+    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=60_000)
+
+
+def save_screenshots(page, folder, name: str) -> None:
+    """What a projector shows first (one screen), then the whole lab on a tall window, for review."""
+    page.screenshot(path=folder / f"{name}-screen.png")
+    page.set_viewport_size({"width": 1600, "height": 3400})
+    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0)
+    page.wait_for_timeout(500)  # let charts settle into the new width
+    page.get_by_test_id("stMainBlockContainer").screenshot(path=folder / f"{name}-full.png")
+
+
+def test_home_lists_every_lab_and_the_machine(page, server_url, screenshots):
+    page.goto(server_url)
+    wait_for_app(page)
+    for lab in LABS:
+        expect(page.get_by_text(lab.question).first).to_be_visible()
+    expect(page.get_by_text("graph layout engine")).to_be_visible()
+    assert page.locator("[data-testid='stException']").count() == 0
+    save_screenshots(page, screenshots, "home")
+
+
+@pytest.mark.parametrize("lab", BUILT, ids=[lab.slug for lab in BUILT])
+def test_lab_draws_its_main_figure_without_errors(page, server_url, screenshots, lab):
+    page.goto(f"{server_url}/{lab.url_path}")
+    wait_for_app(page)
+    figure = page.locator(FIGURE_SELECTORS[lab.figure]).first
+    figure.wait_for(state="visible")
+    assert page.locator("[data-testid='stException']").count() == 0
+    save_screenshots(page, screenshots, lab.slug)

@@ -1,0 +1,1 @@
+"""Streamlit helpers shared by every page: the frame, URL state, figures. Pages stay thin."""

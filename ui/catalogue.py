@@ -1,0 +1,57 @@
+"""The lab map: every lab, the interview question it answers, and its page once built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Lab:
+    slug: str
+    title: str
+    question: str
+    icon: str  # a Material icon: Streamlit ships the font, so it draws where emoji fonts are missing
+    page: str | None  # path of the page file, None while the lab is still to come
+    figure: str = "chart"  # the main figure a browser test waits for: "graph" (Graphviz) or "chart" (plotly)
+
+    @property
+    def url_path(self) -> str:
+        """Streamlit's URL for a pages/ file: the file name without its order prefix."""
+        return self.page.rsplit("/", 1)[-1].removesuffix(".py").split("_", 1)[-1] if self.page else ""
+
+
+LABS = (
+    Lab(
+        "autograd",
+        "Autograd",
+        "What does autograd track, and when is the graph freed?",
+        ":material/account_tree:",
+        "pages/1_Autograd.py",
+        "graph",
+    ),
+    Lab("gradients", "Gradients", "Why is a gradient None, zero or huge?", ":material/trending_down:", None),
+    Lab(
+        "modes",
+        "Modes",
+        "What do train() and eval() change, and what do no_grad and inference_mode?",
+        ":material/toggle_on:",
+        None,
+    ),
+    Lab("memory", "Memory", "What fills memory in training, and what runs out first?", ":material/memory:", None),
+    Lab("profiler", "Profiler", "Where does a slow training step spend its time?", ":material/timer:", None),
+    Lab("ddp", "DDP", "What does DistributedDataParallel do that several GPUs alone do not?", ":material/hub:", None),
+    Lab(
+        "reproducibility",
+        "Reproducibility",
+        "Can you run the same experiment twice and get the same numbers?",
+        ":material/replay:",
+        None,
+    ),
+    Lab(
+        "serving", "Serving", "Why does a model that trained well fail in production?", ":material/rocket_launch:", None
+    ),
+)
+
+
+def lab(slug: str) -> Lab:
+    return next(lab for lab in LABS if lab.slug == slug)

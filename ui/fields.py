@@ -1,0 +1,128 @@
+"""The table of a lab's controls, and how each is read from and written to the URL.
+
+One list of fields drives both directions (as in tensorflow/playground): a field
+parses a query-string value strictly, and encodes a value back. Nothing here imports
+streamlit, so the parsing rules are unit-tested on their own. A bad value never
+raises out of `read_query`: it becomes a notice, and the field keeps its default.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MAX_RAW_LENGTH = 200  # longer values are refused before any parsing
+MAX_NOTICES = 5
+
+
+@dataclass(frozen=True)
+class IntField:
+    name: str
+    default: int
+    low: int
+    high: int
+
+    def parse(self, raw: str) -> int:
+        if not re.fullmatch(r"-?\d{1,12}", raw.strip()):
+            raise ValueError(f"`{self.name}` must be a whole number")
+        value = int(raw)
+        if not self.low <= value <= self.high:
+            raise ValueError(f"`{self.name}` must be between {self.low} and {self.high}")
+        return value
+
+    def encode(self, value: int) -> str:
+        return str(value)
+
+
+@dataclass(frozen=True)
+class ChoiceField:
+    name: str
+    default: str
+    choices: tuple[str, ...]
+
+    def parse(self, raw: str) -> str:
+        if raw not in self.choices:
+            raise ValueError(f"`{self.name}` must be one of {', '.join(self.choices)}")
+        return raw
+
+    def encode(self, value: str) -> str:
+        return value
+
+
+@dataclass(frozen=True)
+class BoolField:
+    name: str
+    default: bool
+
+    def parse(self, raw: str) -> bool:
+        lowered = raw.strip().lower()
+        if lowered in ("1", "true", "on", "yes"):
+            return True
+        if lowered in ("0", "false", "off", "no"):
+            return False
+        raise ValueError(f"`{self.name}` must be 1 or 0")
+
+    def encode(self, value: bool) -> str:
+        return "1" if value else "0"
+
+
+@dataclass(frozen=True)
+class SequenceField:
+    """An ordered list of known tokens, such as the lifecycle steps a lab replays."""
+
+    name: str
+    allowed: tuple[str, ...]
+    max_length: int
+    default: tuple[str, ...] = ()
+
+    def parse(self, raw: str) -> tuple[str, ...]:
+        tokens = tuple(t for t in raw.split(",") if t)
+        unknown = [t for t in tokens if t not in self.allowed]
+        if unknown:
+            raise ValueError(f"`{self.name}` has an unknown step {quote(unknown[0])}")
+        if len(tokens) > self.max_length:
+            raise ValueError(f"`{self.name}` may hold at most {self.max_length} steps")
+        return tokens
+
+    def encode(self, value: Sequence[str]) -> str:
+        return ",".join(value)
+
+
+Field = IntField | ChoiceField | BoolField | SequenceField
+
+
+def quote(text: str, limit: int = 40) -> str:
+    """A user-supplied string, made safe to show inside markdown: printable, short, in a code span."""
+    shown = "".join(c if c.isprintable() and c != "`" else "?" for c in text[:limit])
+    return f"`{shown}{'…' if len(text) > limit else ''}`"
+
+
+def read_query(fields: Sequence[Field], query: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """Parse the query string into field values; return (values found valid, notices for the rest)."""
+    by_name = {f.name: f for f in fields}
+    values: dict[str, Any] = {}
+    notices: list[str] = []
+    unknown = [key for key in query if key not in by_name]
+    for key, raw in query.items():
+        field = by_name.get(key)
+        if field is None:
+            continue
+        default = field.encode(field.default) or "none"
+        if len(raw) > MAX_RAW_LENGTH:
+            notices.append(f"`{key}` in the link is too long ({len(raw):,} characters); using the default `{default}`.")
+            continue
+        try:
+            values[key] = field.parse(raw)
+        except ValueError as error:
+            notices.append(f"{error}, not {quote(raw)}; using the default `{default}`.")
+    if unknown:
+        named = ", ".join(quote(k) for k in unknown[:MAX_NOTICES])
+        more = f" and {len(unknown) - MAX_NOTICES} more" if len(unknown) > MAX_NOTICES else ""
+        notices.append(f"Ignored unknown link settings: {named}{more}.")
+    return values, notices
+
+
+def encode_query(fields: Sequence[Field], values: Mapping[str, Any]) -> dict[str, str]:
+    return {f.name: f.encode(values[f.name]) for f in fields}

@@ -1,0 +1,99 @@
+"""The frame every page shares: page config, the lab menu, the device choice and URL state.
+
+A lab page calls `start_lab` first and `LabPage.sync_url` once its controls are drawn::
+
+    page = start_lab("autograd", FIELDS)
+    st.slider("Depth", 1, 6, key=page.key("depth"))
+    page.sync_url()
+
+Each control's widget state is seeded from the URL the first time the page runs in
+a session (or after Streamlit dropped it on a page switch); from then on the widget
+owns the value, and `sync_url` writes every value back, so a copied link reopens the
+same lab with the same seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from explorers import environment
+from ui.catalogue import LABS, Lab, lab
+from ui.fields import ChoiceField, Field, encode_query, read_query
+
+CSS = (Path(__file__).resolve().parent.parent / "assets" / "style.css").read_text()
+
+
+def setup_page(title: str, icon: str) -> None:
+    st.set_page_config(
+        page_title=f"{title} · PyTorch Explorer", page_icon=icon, layout="wide", initial_sidebar_state="expanded"
+    )
+    st.html(f"<style>{CSS}</style>")
+    with st.sidebar:
+        st.page_link("app.py", label="PyTorch Explorer", icon=":material/local_fire_department:")
+        st.caption("Labs")
+        for entry in LABS:
+            if entry.page:
+                st.page_link(entry.page, label=entry.title, icon=entry.icon)
+            else:
+                st.markdown(
+                    f"{entry.icon} <span class='soon'>{entry.title} · coming soon</span>", unsafe_allow_html=True
+                )
+
+
+@dataclass(frozen=True)
+class LabPage:
+    lab: Lab
+    fields: tuple[Field, ...]
+
+    def key(self, name: str) -> str:
+        return f"{self.lab.slug}.{name}"
+
+    def value(self, name: str) -> Any:
+        return st.session_state[self.key(name)]
+
+    def values(self) -> dict[str, Any]:
+        return {f.name: self.value(f.name) for f in self.fields}
+
+    def set(self, name: str, value: Any) -> None:
+        st.session_state[self.key(name)] = value
+
+    @property
+    def device(self) -> str:
+        return self.value("device")
+
+    def sync_url(self) -> None:
+        st.query_params.from_dict(encode_query(self.fields, self.values()))
+
+
+def start_lab(slug: str, fields: Sequence[Field]) -> LabPage:
+    """Page config, menu, header, URL state and the device choice for one lab."""
+    entry = lab(slug)
+    setup_page(entry.title, entry.icon)
+    devices = tuple(environment.available_devices())
+    page = LabPage(entry, (*fields, ChoiceField("device", "cpu", devices)))
+    notices = _seed_state_from_url(page)
+    st.title(f"{entry.icon} {entry.title}")
+    st.markdown(f"<p class='question'>{entry.question}</p>", unsafe_allow_html=True)
+    for notice in notices:
+        st.warning(notice, icon=":material/warning:")
+    with st.sidebar:
+        st.divider()
+        st.selectbox("Device", devices, key=page.key("device"), help="CUDA and MPS appear only when present.")
+        st.caption(environment.provenance(page.device))
+    return page
+
+
+def _seed_state_from_url(page: LabPage) -> list[str]:
+    """Give every control without state its value from the URL (or its default); return the URL's problems."""
+    missing = [f for f in page.fields if page.key(f.name) not in st.session_state]
+    if not missing:
+        return []
+    values, notices = read_query(page.fields, st.query_params.to_dict())
+    for field in missing:
+        page.set(field.name, values.get(field.name, field.default))
+    return notices
