@@ -413,7 +413,7 @@ class _Lifecycle:
             note = "Blue: leaves. Grey: grad_fn nodes. Orange: tensors saved for backward."
         else:
             note = "Blue: leaves. Grey: grad_fn nodes (saved tensors hidden)."
-        return dot.source, nodes, note
+        return graphs.stable_ids(dot.source), nodes, note
 
 
 def _grad_or_zeros(tensor: torch.Tensor) -> torch.Tensor:

@@ -8,6 +8,7 @@ name, also from the virtual environment's bin folder which may not be on PATH).
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,17 @@ def _venv_binary(name: str) -> str | None:
 def layout_engine_name() -> str | None:
     path = _engine_path()
     return Path(path).name if path else None
+
+
+def stable_ids(dot_source: str) -> str:
+    """Rename torchviz's node ids (Python object ids, new every run) to n0, n1, ... in order of appearance.
+
+    The same model then gives the same DOT text, so a shared link redraws an identical graph.
+    """
+    names: dict[str, str] = {}
+    return re.sub(
+        r"(?m)(?<![\w\"])(\d{6,})(?![\w\"])", lambda m: names.setdefault(m.group(1), f"n{len(names)}"), dot_source
+    )
 
 
 def with_font(dot: graphviz.Digraph) -> graphviz.Digraph:

@@ -1,0 +1,35 @@
+"""Graph export through a real layout engine, and stable DOT text."""
+
+import pytest
+
+from explorers import autograd, graphs
+
+needs_engine = pytest.mark.skipif(graphs.layout_engine_name() is None, reason="no Graphviz layout engine installed")
+
+
+@pytest.fixture(scope="module")
+def source():
+    return autograd.run(autograd.AutogradOptions(preset="scalar"), ["forward"]).graph_source
+
+
+@needs_engine
+def test_svg_export_lays_out_every_node_in_courier(source):
+    svg = graphs.render(source, "svg").decode()
+    assert svg.lstrip().startswith(("<?xml", "<svg")) and "Courier" in svg
+    assert svg.count('class="node"') == source.count("[label=")
+
+
+@needs_engine
+def test_png_export_is_a_png(source):
+    png = graphs.render(source, "png")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
+
+
+def test_unknown_format_is_refused(source):
+    with pytest.raises(ValueError):
+        graphs.render(source, "pdf")
+
+
+def test_the_same_run_gives_the_same_dot_text(source):
+    again = autograd.run(autograd.AutogradOptions(preset="scalar"), ["forward"]).graph_source
+    assert again == source and "n0" in source
