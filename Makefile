@@ -1,0 +1,59 @@
+# Two commands for a fresh machine (Python 3.11+ and make):
+#   make run    create .venv, install the app, serve it on http://localhost:8501
+#   make test   install the app and test tools, find a Chromium, run lint and the whole suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PORT ?= 8501
+PIP := $(BIN)/python -m pip install --disable-pip-version-check -q
+
+.PHONY: run test lint unit app e2e bench screenshots browser clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.runtime: requirements.txt | $(BIN)/python
+	$(PIP) -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
+	$(PIP) -r requirements-dev.txt
+	touch $@
+
+run: $(VENV)/.runtime
+	$(BIN)/python -m streamlit run app.py --server.port $(PORT) --server.address localhost
+
+# Browser tests use Debian's Chromium when present (Playwright cannot download one everywhere),
+# install it when we are root on Debian, and otherwise let Playwright fetch its own.
+browser: $(VENV)/.dev
+	@if command -v chromium >/dev/null 2>&1 || [ -n "$$CHROMIUM_PATH" ]; then \
+		echo "browser: $$(command -v chromium || echo $$CHROMIUM_PATH)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else \
+		$(BIN)/python -m playwright install chromium; \
+	fi
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint browser
+	$(BIN)/python -m pytest
+
+unit: $(VENV)/.dev
+	$(BIN)/python -m pytest tests/unit
+app: $(VENV)/.dev
+	$(BIN)/python -m pytest tests/app
+e2e: browser
+	$(BIN)/python -m pytest tests/e2e
+
+# Screenshots of every page (one screen and the whole lab) land in artifacts/screenshots/.
+screenshots: e2e
+	@ls artifacts/screenshots
+
+bench: $(VENV)/.dev
+	$(BIN)/python benchmarks/bench_pages.py
+
+clean:
+	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache
