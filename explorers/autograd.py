@@ -28,6 +28,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import pandas as pd
+import plotly.graph_objects as go
 import torch
 import torchviz
 from torch import nn
@@ -70,7 +72,7 @@ class AutogradOptions:
     activation: str = "tanh"
     batch_size: int = 1
     input_requires_grad: bool = False
-    show_saved: bool = True
+    show_saved: bool = False  # off by default: the graph stays readable; the saved-tensor table lists them
     seed: int = 0
     device: str = "cpu"
 
@@ -546,3 +548,43 @@ def _accumulation_lines(final: Snapshot) -> list[str]:
         f"`{name}.grad` is now **{max(ratios):.3f}×** what one backward pass adds: backward accumulates into "
         "`.grad`, it never overwrites. That is why a training loop zeroes gradients every step."
     ]
+
+
+def tensor_table(snapshot: Snapshot) -> pd.DataFrame:
+    """The per-tensor table as the lab shows it."""
+    return pd.DataFrame(
+        [
+            {
+                "tensor": r.name,
+                "role": r.role,
+                "shape": str(r.shape),
+                "is_leaf": r.is_leaf,
+                "requires_grad": r.requires_grad,
+                "grad_fn": r.grad_fn or "None",
+                ".grad": r.grad,
+                "‖grad‖": r.grad_norm,
+                "× one pass": r.grad_vs_one_pass,
+                "version": r.version,
+            }
+            for r in snapshot.tensors
+        ]
+    )
+
+
+def saved_bytes_figure(result: AutogradRun) -> go.Figure:
+    """Bytes held for backward after each step; steps that raised are red."""
+    steps = result.steps
+    figure = go.Figure(
+        go.Bar(
+            x=[f"{i}. {ACTIONS[s.action]}" for i, s in enumerate(steps, 1)] or ["(no steps)"],
+            y=[s.saved_bytes for s in steps] or [0],
+            text=[format_bytes(s.saved_bytes) for s in steps] or [""],
+            textposition="outside",
+            cliponaxis=False,
+            marker_color=["#d62728" if s.error else "#ff7f0e" for s in steps],
+        )
+    )
+    figure.update_layout(
+        title="After each step (red: PyTorch raised)", yaxis_title="bytes saved for backward", height=400
+    )
+    return figure

@@ -19,6 +19,7 @@ import graphviz
 # Courier: with torchviz's default `monospace` the engines fall back to Times metrics
 # and labels overflow their boxes.
 FONT = "Courier"
+FONT_SIZE = "13"  # torchviz's 10 is too small once the graph is scaled to a projector
 RENDER_TIMEOUT_S = 20
 PNG_DPI = 144  # sharp enough to read when a screenshot is projected
 
@@ -53,7 +54,7 @@ def stable_ids(dot_source: str) -> str:
 
 
 def with_font(dot: graphviz.Digraph) -> graphviz.Digraph:
-    dot.node_attr.update(fontname=FONT)
+    dot.node_attr.update(fontname=FONT, fontsize=FONT_SIZE)
     dot.edge_attr.update(fontname=FONT)
     dot.graph_attr.update(fontname=FONT)
     return dot

@@ -1,7 +1,5 @@
 """Autograd lab: build a tiny model, step through its lifecycle, watch the graph and the gradients."""
 
-import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from explorers import autograd
@@ -104,7 +102,7 @@ if not scalar:
 settings["steps"] = trail
 stem = f"autograd-{options.preset}"
 
-graph_column, memory_column = st.columns([3, 2], gap="large")
+graph_column, memory_column = st.columns([5, 3], gap="large")
 with graph_column:
     st.subheader("The autograd graph")
     st.caption(result.graph_note)
@@ -119,35 +117,11 @@ with memory_column:
         delta=f"{result.final.saved_bytes - before:+,} B since the previous step",
         delta_color="off",
     )
-    labels = [f"{i}. {ACTIONS[s.action]}" for i, s in enumerate(result.steps, 1)]
-    chart = go.Figure(
-        go.Bar(
-            x=labels or ["(no steps)"],
-            y=[s.saved_bytes for s in result.steps] or [0],
-            marker_color=["#d62728" if s.error else "#ff7f0e" for s in result.steps],
-        )
-    )
-    chart.update_layout(yaxis_title="bytes saved for backward", height=380, title="After each step")
+    chart = autograd.saved_bytes_figure(result)
     figures.plotly(chart, figures.caption("Saved-for-backward bytes", settings, page.device), f"{stem}-saved")
 
 st.subheader("Every tensor in play")
-table = pd.DataFrame(
-    [
-        {
-            "tensor": r.name,
-            "role": r.role,
-            "shape": str(r.shape),
-            "is_leaf": r.is_leaf,
-            "requires_grad": r.requires_grad,
-            "grad_fn": r.grad_fn or "None",
-            ".grad": r.grad,
-            "‖grad‖": r.grad_norm,
-            "× one pass": r.grad_vs_one_pass,
-            "version": r.version,
-        }
-        for r in result.final.tensors
-    ]
-)
+table = autograd.tensor_table(result.final)
 st.dataframe(
     table,
     hide_index=True,
@@ -160,7 +134,7 @@ st.dataframe(
 st.caption(figures.caption("Tensor table", settings, page.device))
 saved_rows = [vars(s) for s in result.saved_tensors]
 with st.expander(f"Tensors saved for backward by the latest forward ({len(saved_rows)})"):
-    st.dataframe(pd.DataFrame(saved_rows), hide_index=True)
+    st.dataframe(saved_rows, hide_index=True)
     st.caption("Parameters, buffers and the input are saved by reference: only `activation` rows cost extra memory.")
 
 lesson = autograd.explain(result)

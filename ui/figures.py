@@ -20,7 +20,7 @@ def caption(what: str, settings: Mapping[str, Any], device: str) -> str:
 
 def graph(dot_source: str, caption_text: str, file_stem: str) -> None:
     """Draw a DOT graph in the browser and offer it as SVG and PNG, laid out on the server."""
-    st.graphviz_chart(dot_source, width="stretch")
+    st.graphviz_chart(dot_source, width="content")
     st.caption(caption_text)
     if graphs.layout_engine_name() is None:
         st.caption("No Graphviz layout engine here, so no image export: `pip install graphviz-pure`.")

@@ -189,3 +189,12 @@ def test_explanation_quotes_the_live_numbers():
     assert "2.000×" in text
     freed = " ".join(autograd.explain(run(AutogradOptions(), ["forward", "backward", "backward"])))
     assert "second time" in freed or "second `backward()` failed" in freed
+
+
+def test_figure_and_table_carry_the_run_numbers():
+    result = run(AutogradOptions(), ["forward", "backward", "backward"])
+    bar = autograd.saved_bytes_figure(result).data[0]
+    assert list(bar.y) == [s.saved_bytes for s in result.steps] and bar.y[0] > 0 == bar.y[1]
+    assert bar.marker.color[2] != bar.marker.color[0]  # the failed step stands out
+    table = autograd.tensor_table(result.final).set_index("tensor")
+    assert table.loc["head.weight", "‖grad‖"] == pytest.approx(float(result.final_grads["head.weight"].norm()))
