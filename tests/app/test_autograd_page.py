@@ -69,7 +69,10 @@ def test_input_grad_and_saved_tensor_toggles(lab):
     lab.toggle(key=key("x_grad")).set_value(True).run()
     assert bool(table(lab).loc["x", "requires_grad"])
     assert 'label="x' in graph_source(lab)
+    assert "orange" not in graph_source(lab)
+    lab.toggle(key=key("saved")).set_value(True).run()
     assert "orange" in graph_source(lab)
+    assert lab.query_params["saved"] == "1"
     lab.toggle(key=key("saved")).set_value(False).run()
     assert "orange" not in graph_source(lab)
     assert lab.query_params["x_grad"] == "1" and lab.query_params["saved"] == "0"

@@ -113,7 +113,7 @@ def test_optimizer_step_bumps_versions_and_breaks_a_retained_graph():
 
 
 def test_graph_names_leaves_and_shows_accumulate_grad_and_saved_tensors():
-    result = run(AutogradOptions(preset="scalar", input_requires_grad=True), ["forward"])
+    result = run(AutogradOptions(preset="scalar", input_requires_grad=True, show_saved=True), ["forward"])
     source = result.graph_source
     for expected in ("AccumulateGrad", "TanhBackward0", 'label="w', 'label="b', 'label="x', "fontname=Courier"):
         assert expected in source
@@ -123,13 +123,13 @@ def test_graph_names_leaves_and_shows_accumulate_grad_and_saved_tensors():
 
 
 def test_graph_after_backward_drops_the_freed_saved_tensors():
-    result = run(AutogradOptions(), ["forward", "backward"])
+    result = run(AutogradOptions(show_saved=True), ["forward", "backward"])
     assert result.graph_source is not None and "orange" not in result.graph_source
     assert "freed" in result.graph_note
 
 
 def test_graph_over_the_node_cap_is_not_drawn_and_says_why():
-    result = run(AutogradOptions(preset="mlp_bn_dropout", depth=6), ["forward"])
+    result = run(AutogradOptions(preset="mlp_bn_dropout", depth=6, show_saved=True), ["forward"])
     assert result.graph_nodes > autograd.MAX_GRAPH_NODES
     assert result.graph_source is None and str(result.graph_nodes) in result.graph_note
 
