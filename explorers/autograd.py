@@ -35,7 +35,7 @@ import torchviz
 from torch import nn
 
 from explorers import graphs
-from explorers.rng import isolated_rng  # noqa: F401  (re-exported for notebooks and tests)
+from explorers.rng import isolated_rng
 
 PRESETS = {
     "scalar": "Scalar neuron: act(w·x + b)",

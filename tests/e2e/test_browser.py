@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from playwright.sync_api import expect
 
@@ -49,3 +52,23 @@ def test_lab_draws_its_main_figure_without_errors(page, server_url, screenshots,
     figure.wait_for(state="visible")
     assert page.locator("[data-testid='stException']").count() == 0
     save_screenshots(page, screenshots, lab.slug)
+
+
+def test_autograd_link_and_graph_export_work_in_the_browser(page, server_url, browser):
+    page.goto(f"{server_url}/Autograd")
+    wait_for_app(page)
+    page.get_by_role("button", name="backward()", exact=True).click()
+    expect(page).to_have_url(re.compile(r"steps=forward%2Cbackward|steps=forward,backward"), timeout=30_000)
+    expect(page.get_by_test_id("stMetricValue").first).to_have_text("0 B")
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Graph as SVG").click()
+    svg = Path(download.value.path()).read_text()
+    assert "<svg" in svg and "AccumulateGrad" in svg
+
+    # The copied link, opened in a fresh browser context, shows the same state.
+    shared = browser.new_context(viewport={"width": 1600, "height": 1000}).new_page()
+    shared.goto(page.url)
+    wait_for_app(shared)
+    expect(shared.get_by_text("forward → backward()").first).to_be_visible()
+    expect(shared.get_by_test_id("stMetricValue").first).to_have_text("0 B")
+    shared.context.close()
