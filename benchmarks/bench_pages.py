@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,9 +22,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import torch  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from explorers import autograd  # noqa: E402
+from explorers import autograd, modes  # noqa: E402
 
 REPEATS = 15
 TRIVIAL_PAGE = "import streamlit as st\nst.slider('x', 0, 10, key='x')\n"
@@ -44,7 +46,37 @@ def autograd_work(width: int) -> None:
     autograd.run(options, ["forward", "backward_retain", "backward_retain"])  # the predict-then-reveal evidence
 
 
-SCENARIOS = [Scenario("pages/1_Autograd.py", "slider", "autograd.width", (8, 4), autograd_work)]
+def modes_work(seed: int) -> None:
+    options = modes.ModesOptions(seed=seed)
+    modes.explain(modes.lab_grid(options), modes.misleading_validation(options))
+
+
+# Each seed is new to the page, so its cache never answers: every rerun pays the full explorer cost.
+FRESH_SEEDS = tuple(range(1, 2 * REPEATS + 1))
+SCENARIOS = [
+    Scenario("pages/1_Autograd.py", "slider", "autograd.width", (8, 4), autograd_work),
+    Scenario("pages/2_Modes.py", "number_input", "modes.seed", FRESH_SEEDS, modes_work),
+]
+
+
+def grid_versus_six_forwards(options: modes.ModesOptions) -> None:
+    """The mode grid against the six plain forwards it is built on, same model and batch."""
+    model = modes.build_model(options)
+    batch = torch.randn(options.batch_size, modes.IN_FEATURES)
+
+    def six_forwards() -> None:
+        for behaviour in modes.BEHAVIOURS:
+            model.train(behaviour == "train")
+            for grad_mode in modes.GRAD_MODES:
+                with modes._GRAD_CONTEXTS[grad_mode]():
+                    model(batch)
+
+    bare = time_calls(lambda _: six_forwards(), (None,), fresh_thread=False)
+    grid = time_calls(lambda _: modes.mode_grid(model, batch), (None,), fresh_thread=False)
+    print(
+        f"mode grid, width {options.width}, batch {options.batch_size}: {grid:.2f} ms; six plain forwards: "
+        f"{bare:.2f} ms; ratio {grid / bare:.1f}"
+    )
 
 
 def median_ms(samples: list[float]) -> float:
@@ -62,13 +94,34 @@ def time_reruns(at: AppTest, widget: str, key: str, values: tuple) -> float:
     return median_ms(samples)
 
 
-def time_calls(work: Callable[[object], object], values: tuple) -> float:
+def time_calls(work: Callable[[object], object], values: tuple, fresh_thread: bool = True) -> float:
+    """Each call in a fresh thread (as Streamlit runs each rerun) unless told otherwise.
+
+    torch keeps a parallel worker team per calling thread; calling from the main thread
+    here made the following page reruns (in their own threads) about 2x slower on this
+    2-core machine, so the baseline is measured the way the page runs.
+    """
     samples = []
     for _, value in zip(range(REPEATS), cycle(values), strict=False):
+        thread = threading.Thread(target=work, args=(value,))
         start = time.perf_counter()
-        work(value)
+        if fresh_thread:
+            thread.start()
+            thread.join()
+        else:
+            work(value)
         samples.append(time.perf_counter() - start)
     return median_ms(samples)
+
+
+def time_in_rounds(at: AppTest, scenario: Scenario, rounds: int = 2) -> tuple[float, float]:
+    """Page reruns and bare explorer calls in alternating blocks, so slow drift on the machine hits both."""
+    page, bare = [], []
+    for round_index in range(rounds):
+        values = scenario.values[round_index * REPEATS :] or scenario.values  # fresh values where there are any
+        page.append(time_reruns(at, scenario.widget, scenario.key, values))
+        bare.append(time_calls(scenario.explorer_work, values))
+    return statistics.median(page), statistics.median(bare)
 
 
 def main() -> None:
@@ -79,12 +132,14 @@ def main() -> None:
     for scenario in SCENARIOS:
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
         at.switch_page(scenario.page).run()
-        page_ms = time_reruns(at, scenario.widget, scenario.key, scenario.values)
-        explorer_ms = time_calls(scenario.explorer_work, scenario.values)
+        page_ms, explorer_ms = time_in_rounds(at, scenario)
         print(
             f"{scenario.page:28} {page_ms:9.1f} {explorer_ms:12.1f} {page_ms / trivial_ms:10.1f} "
             f"{page_ms / explorer_ms:11.2f}"
         )
+    print()
+    grid_versus_six_forwards(modes.ModesOptions())  # the default: fixed per-cell costs dominate
+    grid_versus_six_forwards(modes.ModesOptions(width=512, batch_size=512))  # where the forwards dominate
 
 
 if __name__ == "__main__":

@@ -33,9 +33,9 @@ LABS = (
     Lab(
         "modes",
         "Modes",
-        "What do train() and eval() change, and what do no_grad and inference_mode?",
+        "train() or eval(), no_grad or inference_mode: what does each switch change?",
         ":material/toggle_on:",
-        None,
+        "pages/2_Modes.py",
     ),
     Lab("memory", "Memory", "What fills memory in training, and what runs out first?", ":material/memory:", None),
     Lab("profiler", "Profiler", "Where does a slow training step spend its time?", ":material/timer:", None),

@@ -37,6 +37,25 @@ class IntField:
 
 
 @dataclass(frozen=True)
+class FloatField:
+    name: str
+    default: float
+    low: float
+    high: float
+
+    def parse(self, raw: str) -> float:
+        if not re.fullmatch(r"-?\d{1,6}(\.\d{1,6})?", raw.strip()):
+            raise ValueError(f"`{self.name}` must be a decimal number")
+        value = float(raw)
+        if not self.low <= value <= self.high:
+            raise ValueError(f"`{self.name}` must be between {self.low:g} and {self.high:g}")
+        return value
+
+    def encode(self, value: float) -> str:
+        return f"{value:g}"
+
+
+@dataclass(frozen=True)
 class ChoiceField:
     name: str
     default: str
@@ -90,7 +109,7 @@ class SequenceField:
         return ",".join(value)
 
 
-Field = IntField | ChoiceField | BoolField | SequenceField
+Field = IntField | FloatField | ChoiceField | BoolField | SequenceField
 
 
 def quote(text: str, limit: int = 40) -> str:

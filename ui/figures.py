@@ -46,7 +46,9 @@ def graph(dot_source: str, caption_text: str, file_stem: str) -> None:
 
 def plotly(figure: go.Figure, caption_text: str, file_stem: str) -> None:
     """A plotly chart whose toolbar camera saves a 2x PNG named after the lab."""
-    figure.update_layout(font={"size": FONT_SIZE}, margin={"t": 50, "b": 40, "l": 60, "r": 20})
+    figure.update_layout(font={"size": FONT_SIZE})
+    if figure.layout.margin.t is None:  # a figure that sets its own margins keeps them
+        figure.update_layout(margin={"t": 50, "b": 40, "l": 60, "r": 20})
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": file_stem, "scale": 2}}
     st.plotly_chart(figure, config=config, key=f"{file_stem}-chart")
     st.caption(caption_text)

@@ -1,0 +1,97 @@
+"""Modes lab: behaviour mode (train/eval) and grad mode (enable_grad/no_grad/inference_mode) are independent."""
+
+import streamlit as st
+
+from explorers import modes
+from explorers.modes import ModesOptions
+from ui import figures
+from ui.fields import FloatField, IntField
+from ui.frame import start_lab
+
+DEFAULT = ModesOptions()
+FIELDS = (
+    FloatField("p", DEFAULT.dropout_p, *modes.P_RANGE),
+    IntField("width", DEFAULT.width, *modes.WIDTH_RANGE),
+    IntField("batch", DEFAULT.batch_size, *modes.BATCH_RANGE),
+    FloatField("momentum", DEFAULT.momentum, *modes.MOMENTUM_RANGE),
+    IntField("repeats", DEFAULT.repeats, *modes.REPEATS_RANGE),
+    IntField("seed", DEFAULT.seed, *modes.SEED_RANGE),
+)
+
+# Cached per option set: both results are plain data, and st.cache_data hands each session its own copy.
+lab_grid = st.cache_data(max_entries=64, show_spinner=False)(modes.lab_grid)
+misleading_validation = st.cache_data(max_entries=64, show_spinner=False)(modes.misleading_validation)
+
+page = start_lab("modes", FIELDS)
+key = page.key
+with st.container(border=True):
+    p, width, batch, momentum, repeats, seed = st.columns([1.2, 1.2, 1.2, 1.2, 1.2, 1])
+    p.slider("Dropout p", *modes.P_RANGE, step=0.05, key=key("p"))
+    width.slider("Width", *modes.WIDTH_RANGE, key=key("width"))
+    batch.slider("Batch size", *modes.BATCH_RANGE, key=key("batch"))
+    momentum.slider("BatchNorm momentum", *modes.MOMENTUM_RANGE, step=0.01, key=key("momentum"))
+    repeats.slider("Validation repeats", *modes.REPEATS_RANGE, key=key("repeats"))
+    seed.number_input("Seed", *modes.SEED_RANGE, key=key("seed"), step=1)
+page.sync_url()
+
+options = ModesOptions(
+    dropout_p=page.value("p"),
+    width=page.value("width"),
+    batch_size=page.value("batch"),
+    momentum=page.value("momentum"),
+    repeats=page.value("repeats"),
+    seed=page.value("seed"),
+    device=page.device,
+)
+settings = {
+    "model": "Linear→BatchNorm→ReLU→Dropout→Linear",
+    "dropout p": options.dropout_p,
+    "width": options.width,
+    "batch": options.batch_size,
+    "BN momentum": options.momentum,
+    "seed": options.seed,
+}
+grid = lab_grid(options)
+
+st.subheader("Six combinations, one forward each")
+st.caption("Each cell starts from the same weights and buffers; every ✓ and ✗ is measured, not looked up.")
+figures.plotly(modes.grid_figure(grid), figures.caption("Mode grid", settings, page.device), "modes-grid")
+columns = st.columns(3)
+for index, cell in enumerate(grid):
+    with columns[index % 3].expander(f"Evidence: {modes.cell_label(cell)}"):
+        st.markdown(modes.cell_evidence(cell))
+
+memory, validation_column = st.columns(2, gap="large")
+with memory:
+    st.subheader("What each grad mode keeps for backward")
+    figures.plotly(modes.saved_bytes_figure(grid), figures.caption("Saved bytes", settings, page.device), "modes-saved")
+with validation_column:
+    st.subheader("Misleading validation")
+    with st.spinner("Training a small model, then validating it in both modes…"):
+        validation = misleading_validation(options)
+    figures.plotly(
+        modes.validation_figure(validation),
+        figures.caption("Validation accuracy", {**settings, "repeats": options.repeats}, page.device),
+        "modes-validation",
+    )
+
+lesson = modes.explain(grid, validation)
+figures.why_panel(lesson)
+cell = grid[("train", "no_grad")]
+figures.predict_then_reveal(
+    key("predict"),
+    "After a forward in train() mode under no_grad, did BatchNorm's running_mean change?",
+    ["Yes", "No"],
+    "Yes" if cell.bn_running_stats_changed else "No",
+    f"Measured just now: it moved by up to {cell.bn_running_mean_shift:.4f}. no_grad only stops autograd; "
+    "train() still tells BatchNorm to update its statistics.",
+)
+figures.notes_download(
+    "Modes lab",
+    figures.caption("Modes lab", settings, page.device),
+    {
+        "What happened": "\n".join(f"- {line}" for line in lesson),
+        "Grid": figures.markdown_table(modes.grid_rows(grid)),
+    },
+    "modes",
+)
