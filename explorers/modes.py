@@ -431,7 +431,12 @@ def saved_bytes_figure(grid: ModeGrid) -> go.Figure:
             marker_color=["#1f77b4" if c.grad_mode == "enable_grad" else "#aaaaaa" for c in cells],
         )
     )
-    figure.update_layout(title="Bytes saved for backward by one forward", yaxis_title="bytes", height=400)
+    figure.update_layout(
+        title="Bytes saved for backward by one forward",
+        yaxis_title="bytes",
+        height=400,
+        xaxis={"tickangle": 0, "tickfont": {"size": 12}},
+    )
     return figure
 
 
@@ -479,7 +484,7 @@ def validation_figure(run: ValidationRun) -> go.Figure:
         for v, label, side in lines
     ]
     figure.update_layout(
-        title=f"The same validation set, evaluated {len(run.eval_accuracies)} times per mode",
+        title=f"One validation set, {len(run.eval_accuracies)} runs per mode",
         shapes=shapes,
         annotations=notes,
         yaxis_title="validation accuracy (%)",

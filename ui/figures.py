@@ -46,11 +46,11 @@ def graph(dot_source: str, caption_text: str, file_stem: str) -> None:
 
 def plotly(figure: go.Figure, caption_text: str, file_stem: str) -> None:
     """A plotly chart whose toolbar camera saves a 2x PNG named after the lab."""
-    figure.update_layout(font={"size": FONT_SIZE})
+    figure.update_layout(font={"size": FONT_SIZE, "color": "#222"}, template="plotly_white")
     if figure.layout.margin.t is None:  # a figure that sets its own margins keeps them
         figure.update_layout(margin={"t": 50, "b": 40, "l": 60, "r": 20})
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": file_stem, "scale": 2}}
-    st.plotly_chart(figure, config=config, key=f"{file_stem}-chart")
+    st.plotly_chart(figure, config=config, key=f"{file_stem}-chart", theme=None)  # keep our projector-size fonts
     st.caption(caption_text)
 
 

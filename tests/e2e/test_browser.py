@@ -20,16 +20,21 @@ BUILT = [lab for lab in LABS if lab.page]
 
 
 def wait_for_app(page) -> None:
-    """Until the script has run: a title is drawn and Streamlit's running indicator is gone."""
+    """Until the script has run and drawn: a title, no running indicator, every plotly chart rendered."""
     expect(page.locator("h1").first).to_be_visible(timeout=60_000)
     expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=60_000)
+    page.wait_for_function(
+        """() => [...document.querySelectorAll("[data-testid='stPlotlyChart']")]
+                 .every(chart => chart.querySelector('.main-svg'))""",
+        timeout=60_000,
+    )
 
 
 def save_screenshots(page, folder, name: str) -> None:
     """What a projector shows first (one screen), then the whole lab on a tall window, for review."""
     page.screenshot(path=folder / f"{name}-screen.png")
     page.set_viewport_size({"width": 1600, "height": 3400})
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0)
+    wait_for_app(page)
     page.wait_for_timeout(500)  # let charts settle into the new width
     page.get_by_test_id("stMainBlockContainer").screenshot(path=folder / f"{name}-full.png")
 
