@@ -38,7 +38,13 @@ LABS = (
         "pages/2_Modes.py",
     ),
     Lab("memory", "Memory", "What fills memory in training, and what runs out first?", ":material/memory:", None),
-    Lab("profiler", "Profiler", "Where does a slow training step spend its time?", ":material/timer:", None),
+    Lab(
+        "profiler",
+        "Profiler",
+        "Where does a slow training step spend its time?",
+        ":material/timer:",
+        "pages/3_Profiler.py",
+    ),
     Lab("ddp", "DDP", "What does DistributedDataParallel do that several GPUs alone do not?", ":material/hub:", None),
     Lab(
         "reproducibility",

@@ -1,0 +1,206 @@
+"""Profiler lab: break a real training step into data, copy, forward, backward and optimizer time."""
+
+import dataclasses
+from pathlib import Path
+
+import streamlit as st
+
+from explorers import profiling_lab as lab
+from explorers.profiling_lab import ProfileOptions
+from ui import figures
+from ui.fields import BoolField, ChoiceField, IntField
+from ui.frame import start_lab
+
+DEFAULT = ProfileOptions()
+POWERS = {"width": [32, 64, 128, 256, 512, 1024, 2048], "batch": [8, 16, 32, 64, 128, 256, 512, 1024]}
+FIELDS = (
+    ChoiceField("width", str(DEFAULT.width), tuple(map(str, POWERS["width"]))),
+    IntField("depth", DEFAULT.depth, *lab.DEPTH_RANGE),
+    ChoiceField("batch", str(DEFAULT.batch_size), tuple(map(str, POWERS["batch"]))),
+    IntField("data_ms", DEFAULT.data_cost_ms, *lab.DATA_COST_RANGE),
+    IntField("workers", DEFAULT.num_workers, *lab.WORKERS_RANGE),
+    BoolField("pin", DEFAULT.pin_memory),
+    ChoiceField("optimizer", DEFAULT.optimizer, lab.OPTIMIZERS),
+    IntField("threads", DEFAULT.threads, *lab.THREADS_RANGE),
+    IntField("warmup", DEFAULT.warmup, *lab.WARMUP_RANGE),
+    IntField("active", DEFAULT.active, *lab.ACTIVE_RANGE),
+    BoolField("sync", DEFAULT.synchronize),
+    IntField("seed", DEFAULT.seed, *lab.SEED_RANGE),
+)
+page = start_lab("profiler", FIELDS)
+key = page.key
+cuda = page.device == "cuda"
+
+with st.container(border=True):
+    row = st.columns(6)
+    row[0].select_slider("Model width", [str(w) for w in POWERS["width"]], key=key("width"))
+    row[1].slider("Depth (layers)", *lab.DEPTH_RANGE, key=key("depth"))
+    row[2].select_slider("Batch size", [str(b) for b in POWERS["batch"]], key=key("batch"))
+    row[3].slider(
+        "Data cost per batch (ms)",
+        *lab.DATA_COST_RANGE,
+        key=key("data_ms"),
+        help="Simulated augmentation: the collate function sleeps this long per batch.",
+    )
+    row[4].slider("DataLoader workers", *lab.WORKERS_RANGE, key=key("workers"))
+    row[5].selectbox("Optimizer", lab.OPTIMIZERS, key=key("optimizer"))
+    row = st.columns(6)
+    row[0].slider("CPU threads", *lab.THREADS_RANGE, key=key("threads"))
+    row[1].slider("Warm-up steps", *lab.WARMUP_RANGE, key=key("warmup"))
+    row[2].slider("Active steps", *lab.ACTIVE_RANGE, key=key("active"))
+    row[3].toggle("pin_memory", key=key("pin"), disabled=not cuda, help="Pinned memory only matters for GPU copies.")
+    row[4].toggle(
+        "synchronize per phase",
+        key=key("sync"),
+        disabled=not cuda,
+        help="On CUDA, without synchronize, GPU time is charged to whichever phase waits for it.",
+    )
+    row[5].number_input("Seed", *lab.SEED_RANGE, key=key("seed"), step=1)
+page.sync_url()
+
+
+def options_now() -> ProfileOptions:
+    return ProfileOptions(
+        width=int(page.value("width")),
+        depth=page.value("depth"),
+        batch_size=int(page.value("batch")),
+        data_cost_ms=page.value("data_ms"),
+        num_workers=page.value("workers"),
+        pin_memory=page.value("pin"),
+        optimizer=page.value("optimizer"),
+        threads=page.value("threads"),
+        warmup=page.value("warmup"),
+        active=page.value("active"),
+        synchronize=page.value("sync"),
+        seed=page.value("seed"),
+        device=page.device,
+    )
+
+
+def profile(options: ProfileOptions) -> lab.ProfileResult:
+    """One measured run per option set, kept for this session (and redone on "profile again")."""
+    measured = st.session_state.setdefault(key("results"), {})
+    wanted = (options, st.session_state.get(key("attempt"), 0))
+    if wanted not in measured:
+        bar = st.progress(0.0, text="Profiling…")
+        measured[wanted] = lab.run_isolated(
+            options,
+            on_progress=lambda done, total: bar.progress(
+                done / total, text=f"Profiling: step {done} of {total} (Streamlit's Stop cancels)"
+            ),
+        )
+        bar.empty()
+        while len(measured) > 16:
+            measured.pop(next(iter(measured)))
+    return measured[wanted]
+
+
+def apply(change: ProfileOptions) -> None:
+    st.session_state[key("before")] = options_now()
+    for name, value in {
+        "width": str(change.width),
+        "batch": str(change.batch_size),
+        "workers": change.num_workers,
+        "pin": change.pin_memory,
+        "optimizer": change.optimizer,
+        "threads": change.threads,
+    }.items():
+        page.set(name, value)
+
+
+options = options_now()
+try:
+    result = profile(options)
+except lab.ProfileFailed as error:
+    st.error(f"The profiling run did not finish: {error}. Try fewer steps or a smaller data cost.")
+    st.stop()
+settings = {k: v for k, v in dataclasses.asdict(options).items() if k not in ("device", "pin_memory", "synchronize")}
+
+verdict, change = st.columns([3, 2])
+verdict.markdown(f"### Verdict: {result.verdict}\n{result.evidence}")
+suggested = lab.suggestion(options, result)
+if suggested:
+    change.markdown("**One change to try**")
+    change.button(f"Apply: {suggested[0]}", key="apply", on_click=apply, args=(suggested[1],), type="primary")
+change.button(
+    "Profile again",
+    key="again",
+    icon=":material/refresh:",
+    on_click=lambda: st.session_state.update({key("attempt"): st.session_state.get(key("attempt"), 0) + 1}),
+)
+
+before = st.session_state.get(key("before"))
+if before is not None and before != options:
+    left, right = st.columns(2)
+    before_result = profile(before)
+    with left:
+        figures.plotly(
+            lab.phases_figure(before_result, "Before the change"),
+            figures.caption("Before", dataclasses.asdict(before), page.device),
+            "profiler-before",
+        )
+    with right:
+        figures.plotly(
+            lab.phases_figure(result, "After the change"),
+            figures.caption("After", settings, page.device),
+            "profiler-after",
+        )
+    st.success(
+        f"Mean step: {before_result.mean_wall_ms:.1f} ms before, {result.mean_wall_ms:.1f} ms after "
+        f"({before_result.mean_wall_ms / result.mean_wall_ms:.2f}× as fast)."
+    )
+else:
+    figures.plotly(
+        lab.phases_figure(result), figures.caption("Phases per step", settings, page.device), "profiler-phases"
+    )
+figures.plotly(
+    lab.timeline_figure(result), figures.caption("Phase timeline", settings, page.device), "profiler-timeline"
+)
+
+ops, naive = st.columns([3, 2], gap="large")
+with ops:
+    st.subheader("Top operators (self time)")
+    st.dataframe(
+        lab.top_ops_table(result),
+        hide_index=True,
+        column_config={
+            "self ms": st.column_config.NumberColumn(format="%.2f"),
+            "total ms": st.column_config.NumberColumn(format="%.2f"),
+        },
+    )
+with naive:
+    st.subheader("Profiler versus a stopwatch")
+    st.dataframe(lab.timing_table(result), hide_index=True)
+    st.caption(f"The profiler made these steps {result.overhead_ratio:.2f}× as long as the same steps without it.")
+    trace = Path(result.trace_path)
+    st.download_button(
+        "⬇ Chrome trace (open in Perfetto)",
+        lambda: trace.read_bytes(),
+        trace.name,
+        mime="application/json",
+        on_click="ignore",
+        key="trace",
+        disabled=not trace.exists(),
+    )
+
+lesson = lab.explain(options, result)
+figures.why_panel(lesson)
+choice_key = key("predict")
+figures.predict_then_reveal(
+    choice_key,
+    "Add a data cost of 20 ms per batch (no workers). Which bar grows?",
+    ["forward", "backward", "optimizer", "data"],
+    "data",
+    ""
+    if st.session_state.get(choice_key) is None
+    else lab.data_cost_evidence(profile(dataclasses.replace(options, data_cost_ms=20, num_workers=0)), options, result),
+)
+figures.notes_download(
+    "Profiler lab",
+    figures.caption("Profiler lab", settings, page.device),
+    {
+        "What happened": "\n".join(f"- {line}" for line in lesson),
+        "Top operators": figures.markdown_table(lab.top_ops_table(result).round(3).to_dict("records")),
+    },
+    "profiler",
+)

@@ -1,0 +1,168 @@
+"""Profiling a real training step: verdicts, phase accounting, overhead, traces, isolation."""
+
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+import torch
+from torch import nn
+
+from explorers import profiling, profiling_lab
+from explorers.profiling_lab import ProfileOptions
+
+
+def job(width=64, depth=1, batch=32, delay_s=0.0, batches=8):
+    torch.manual_seed(0)
+    layers = [nn.Linear(16 if i == 0 else width, width) for i in range(depth)]
+    model = nn.Sequential(*layers, nn.Linear(width if depth else 16, 4))
+
+    def collate(samples):
+        time.sleep(delay_s)
+        return torch.utils.data.default_collate(samples)
+
+    data = torch.utils.data.TensorDataset(torch.randn(batch * batches, 16), torch.randint(0, 4, (batch * batches,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=batch, collate_fn=collate)
+    return model, loader, torch.optim.SGD(model.parameters(), lr=0.01), nn.functional.cross_entropy
+
+
+def test_a_slow_loader_is_judged_data_bound(tmp_path):
+    result = profiling.profile_training(*job(delay_s=0.015), trace_path=tmp_path / "t.json")
+    assert result.verdict == "data-bound"
+    assert result.mean_phases()["data"] > 0.5 * result.mean_wall_ms
+    assert "data took" in result.evidence
+
+
+def test_a_large_model_on_tiny_batches_is_judged_compute_bound(tmp_path):
+    result = profiling.profile_training(*job(width=1536, depth=3, batch=8), trace_path=tmp_path / "t.json")
+    assert result.verdict == "compute-bound"
+
+
+def test_phases_add_up_to_the_wall_time_within_ten_percent(tmp_path):
+    result = profiling.profile_training(*job(), warmup=1, active=4, trace_path=tmp_path / "t.json")
+    assert len(result.steps) == 4 and len(result.warmup_steps) == 1
+    for step in result.steps:
+        assert sum(step.phases.values()) == pytest.approx(step.wall_ms, rel=0.10)
+        assert step.other_ms >= 0 and step.source == "profiler"
+    assert result.warmup_steps[0].source == "perf_counter"
+
+
+def test_the_loader_is_cycled_when_it_runs_out(tmp_path):
+    result = profiling.profile_training(*job(batches=2), warmup=2, active=5, trace_path=tmp_path / "t.json")
+    assert len(result.steps) == 5
+
+
+def test_overhead_ratio_is_reported_and_above_one_on_many_tiny_layers(tmp_path):
+    model, loader, optimizer, loss = job(width=8, depth=40, batch=4)
+    result = profiling.profile_training(model, loader, optimizer, loss, active=8, trace_path=tmp_path / "t.json")
+    assert result.overhead_ratio > 1
+    assert len(result.unprofiled_ms) == 8
+
+
+def test_trace_is_chrome_json_with_the_phase_labels(tmp_path):
+    path = tmp_path / "trace.json"
+    result = profiling.profile_training(*job(), trace_path=path)
+    trace = json.loads(path.read_text())
+    names = {event.get("name") for event in trace["traceEvents"]}
+    assert {f"phase/{p}" for p in profiling.PHASES} <= names
+    assert result.trace_path == str(path)
+    assert result.top_ops and not any(op.name.startswith("phase/") for op in result.top_ops)
+
+
+def test_an_error_mid_run_leaves_no_profiler_running_and_the_next_run_works(tmp_path):
+    def fail(done, total):
+        if done == 2:
+            raise KeyboardInterrupt("cancelled")
+
+    with pytest.raises(KeyboardInterrupt):
+        profiling.profile_training(*job(), on_step=fail, trace_path=tmp_path / "a.json")
+    assert not torch.autograd.profiler._is_profiler_enabled
+    assert profiling.profile_training(*job(), trace_path=tmp_path / "b.json").steps
+
+
+def test_profiles_in_one_process_run_one_at_a_time(tmp_path):
+    spans = []
+
+    def run(name):
+        start = time.monotonic()
+        profiling.profile_training(*job(delay_s=0.005), trace_path=tmp_path / f"{name}.json")
+        spans.append((start, time.monotonic(), name))
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (_, first_end, _), (second_start, second_end, _) = sorted(spans, key=lambda s: s[1])
+    # The second finished at least one full run after the first: it waited for the lock.
+    assert second_end - first_end > 0.5 * (first_end - min(s[0] for s in spans))
+
+
+def test_judge_names_the_largest_share():
+    phases = {"data": 1.0, "copy": 0.1, "forward": 2.0, "backward": 3.0, "optimizer": 6.5}
+    verdict, evidence = profiling.judge(phases, 13.0)
+    assert verdict == "optimizer-bound" and "6.5 ms of a 13.0 ms step" in evidence
+
+
+def test_lab_runs_in_a_worker_that_keeps_its_thread_count_to_itself():
+    threads = torch.get_num_threads()
+    result = profiling_lab.run_isolated(ProfileOptions(threads=profiling_lab.THREADS_RANGE[1], active=2, warmup=1))
+    assert result.steps and torch.get_num_threads() == threads
+
+
+def test_lab_suggestion_for_a_data_bound_run_adds_workers_and_helps():
+    slow = ProfileOptions(data_cost_ms=20, active=3, warmup=1)
+    result = profiling_lab.run_isolated(slow)
+    label, change = profiling_lab.suggestion(slow, result)
+    assert result.verdict == "data-bound" and change.num_workers == 2 and "worker" in label
+    faster = profiling_lab.run_isolated(change)
+    assert faster.mean_phases()["data"] < result.mean_phases()["data"] / 2
+
+
+def workers_alive() -> int:
+    out = subprocess.run(["pgrep", "-f", "explorers.profiling_lab"], capture_output=True, text=True).stdout
+    return len(out.split())
+
+
+def test_lab_timeout_kills_the_worker_and_its_dataloader_processes():
+    options = ProfileOptions(data_cost_ms=50, num_workers=2, active=10)
+    with pytest.raises(profiling_lab.ProfileFailed, match="longer than"):
+        profiling_lab.run_isolated(options, timeout_s=0.5)
+    time.sleep(0.5)
+    assert workers_alive() == 0
+    assert profiling_lab.run_isolated(ProfileOptions(active=1, warmup=0)).steps  # a fresh worker starts
+
+
+def test_lab_cancel_from_the_progress_callback_stops_the_run():
+    def cancel(done, total):
+        raise InterruptedError("user pressed stop")
+
+    with pytest.raises(InterruptedError):
+        profiling_lab.run_isolated(ProfileOptions(data_cost_ms=30), on_progress=cancel)
+    time.sleep(0.3)
+    assert workers_alive() == 0
+
+
+def test_result_survives_the_json_round_trip():
+    result = profiling_lab.run_isolated(ProfileOptions(active=2, warmup=1))
+    again = profiling_lab.result_from_json(profiling_lab.result_to_json(result))
+    assert again == result
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"width": 10},
+        {"batch_size": 4096},
+        {"data_cost_ms": 500},
+        {"num_workers": 64},
+        {"threads": 0},
+        {"optimizer": "lbfgs"},
+        {"active": 0},
+        {"device": "tpu"},
+    ],
+)
+def test_lab_options_are_bounded(bad):
+    with pytest.raises(ValueError):
+        ProfileOptions(**bad)
