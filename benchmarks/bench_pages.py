@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from explorers import autograd, modes  # noqa: E402
+from explorers import autograd, modes, profiling_lab  # noqa: E402
 
 REPEATS = 15
 TRIVIAL_PAGE = "import streamlit as st\nst.slider('x', 0, 10, key='x')\n"
@@ -124,6 +124,24 @@ def time_in_rounds(at: AppTest, scenario: Scenario, rounds: int = 2) -> tuple[fl
     return statistics.median(page), statistics.median(bare)
 
 
+def profiler_run_times() -> None:
+    """A default profiling run end to end (warm-up plus active steps), with a cold and a warm worker process."""
+    profiling_lab.stop_worker()
+    runs = []
+    for _ in range(6):
+        start = time.perf_counter()
+        result = profiling_lab.run_isolated(profiling_lab.ProfileOptions())
+        runs.append((time.perf_counter() - start, result.overhead_ratio))
+    cold, warm = runs[0][0], statistics.median(r[0] for r in runs[1:])
+    overhead = statistics.median(r[1] for r in runs)
+    print(
+        f"profiler, default run: {cold:.2f} s with a cold worker (starts torch and the profiler), "
+        f"{warm:.2f} s warm (median of 5); cold/warm {cold / warm:.1f}; profiled/unprofiled step time "
+        f"{overhead:.2f} (median of 6 runs)"
+    )
+    profiling_lab.stop_worker()
+
+
 def main() -> None:
     trivial = AppTest.from_string(TRIVIAL_PAGE).run()
     trivial_ms = time_reruns(trivial, "slider", "x", (3, 7))
@@ -140,6 +158,7 @@ def main() -> None:
     print()
     grid_versus_six_forwards(modes.ModesOptions())  # the default: fixed per-cell costs dominate
     grid_versus_six_forwards(modes.ModesOptions(width=512, batch_size=512))  # where the forwards dominate
+    profiler_run_times()
 
 
 if __name__ == "__main__":

@@ -12,19 +12,21 @@ from ui.fields import BoolField, ChoiceField, IntField
 from ui.frame import start_lab
 
 DEFAULT = ProfileOptions()
-POWERS = {"width": [32, 64, 128, 256, 512, 1024, 2048], "batch": [8, 16, 32, 64, 128, 256, 512, 1024]}
+WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
+BATCHES = (8, 16, 32, 64, 128, 256, 512, 1024)
+# Field names are ProfileOptions' own, so the controls' values build the options directly.
 FIELDS = (
-    ChoiceField("width", str(DEFAULT.width), tuple(map(str, POWERS["width"]))),
+    ChoiceField("width", DEFAULT.width, WIDTHS),
     IntField("depth", DEFAULT.depth, *lab.DEPTH_RANGE),
-    ChoiceField("batch", str(DEFAULT.batch_size), tuple(map(str, POWERS["batch"]))),
-    IntField("data_ms", DEFAULT.data_cost_ms, *lab.DATA_COST_RANGE),
-    IntField("workers", DEFAULT.num_workers, *lab.WORKERS_RANGE),
-    BoolField("pin", DEFAULT.pin_memory),
+    ChoiceField("batch_size", DEFAULT.batch_size, BATCHES),
+    IntField("data_cost_ms", DEFAULT.data_cost_ms, *lab.DATA_COST_RANGE),
+    IntField("num_workers", DEFAULT.num_workers, *lab.WORKERS_RANGE),
+    BoolField("pin_memory", DEFAULT.pin_memory),
     ChoiceField("optimizer", DEFAULT.optimizer, lab.OPTIMIZERS),
     IntField("threads", DEFAULT.threads, *lab.THREADS_RANGE),
     IntField("warmup", DEFAULT.warmup, *lab.WARMUP_RANGE),
     IntField("active", DEFAULT.active, *lab.ACTIVE_RANGE),
-    BoolField("sync", DEFAULT.synchronize),
+    BoolField("synchronize", DEFAULT.synchronize),
     IntField("seed", DEFAULT.seed, *lab.SEED_RANGE),
 )
 page = start_lab("profiler", FIELDS)
@@ -33,25 +35,27 @@ cuda = page.device == "cuda"
 
 with st.container(border=True):
     row = st.columns(6)
-    row[0].select_slider("Model width", [str(w) for w in POWERS["width"]], key=key("width"))
+    row[0].select_slider("Model width", WIDTHS, key=key("width"))
     row[1].slider("Depth (layers)", *lab.DEPTH_RANGE, key=key("depth"))
-    row[2].select_slider("Batch size", [str(b) for b in POWERS["batch"]], key=key("batch"))
+    row[2].select_slider("Batch size", BATCHES, key=key("batch_size"))
     row[3].slider(
         "Data cost per batch (ms)",
         *lab.DATA_COST_RANGE,
-        key=key("data_ms"),
+        key=key("data_cost_ms"),
         help="Simulated augmentation: the collate function sleeps this long per batch.",
     )
-    row[4].slider("DataLoader workers", *lab.WORKERS_RANGE, key=key("workers"))
+    row[4].slider("DataLoader workers", *lab.WORKERS_RANGE, key=key("num_workers"))
     row[5].selectbox("Optimizer", lab.OPTIMIZERS, key=key("optimizer"))
     row = st.columns(6)
     row[0].slider("CPU threads", *lab.THREADS_RANGE, key=key("threads"))
     row[1].slider("Warm-up steps", *lab.WARMUP_RANGE, key=key("warmup"))
     row[2].slider("Active steps", *lab.ACTIVE_RANGE, key=key("active"))
-    row[3].toggle("pin_memory", key=key("pin"), disabled=not cuda, help="Pinned memory only matters for GPU copies.")
+    row[3].toggle(
+        "pin_memory", key=key("pin_memory"), disabled=not cuda, help="Pinned memory only matters for GPU copies."
+    )
     row[4].toggle(
         "synchronize per phase",
-        key=key("sync"),
+        key=key("synchronize"),
         disabled=not cuda,
         help="On CUDA, without synchronize, GPU time is charged to whichever phase waits for it.",
     )
@@ -60,21 +64,7 @@ page.sync_url()
 
 
 def options_now() -> ProfileOptions:
-    return ProfileOptions(
-        width=int(page.value("width")),
-        depth=page.value("depth"),
-        batch_size=int(page.value("batch")),
-        data_cost_ms=page.value("data_ms"),
-        num_workers=page.value("workers"),
-        pin_memory=page.value("pin"),
-        optimizer=page.value("optimizer"),
-        threads=page.value("threads"),
-        warmup=page.value("warmup"),
-        active=page.value("active"),
-        synchronize=page.value("sync"),
-        seed=page.value("seed"),
-        device=page.device,
-    )
+    return ProfileOptions(**page.values())
 
 
 def profile(options: ProfileOptions) -> lab.ProfileResult:
@@ -96,16 +86,10 @@ def profile(options: ProfileOptions) -> lab.ProfileResult:
 
 
 def apply(change: ProfileOptions) -> None:
+    """Remember the settings before the change, then move the controls to the changed ones."""
     st.session_state[key("before")] = options_now()
-    for name, value in {
-        "width": str(change.width),
-        "batch": str(change.batch_size),
-        "workers": change.num_workers,
-        "pin": change.pin_memory,
-        "optimizer": change.optimizer,
-        "threads": change.threads,
-    }.items():
-        page.set(name, value)
+    for field in FIELDS:
+        page.set(field.name, getattr(change, field.name))
 
 
 options = options_now()

@@ -57,17 +57,20 @@ class FloatField:
 
 @dataclass(frozen=True)
 class ChoiceField:
+    """One of a fixed set of values (strings, or numbers such as the powers of two a select_slider offers)."""
+
     name: str
-    default: str
-    choices: tuple[str, ...]
+    default: str | int
+    choices: tuple[str | int, ...]
 
-    def parse(self, raw: str) -> str:
-        if raw not in self.choices:
-            raise ValueError(f"`{self.name}` must be one of {', '.join(self.choices)}")
-        return raw
+    def parse(self, raw: str) -> str | int:
+        for choice in self.choices:
+            if str(choice) == raw:
+                return choice
+        raise ValueError(f"`{self.name}` must be one of {', '.join(map(str, self.choices))}")
 
-    def encode(self, value: str) -> str:
-        return value
+    def encode(self, value: str | int) -> str:
+        return str(value)
 
 
 @dataclass(frozen=True)
