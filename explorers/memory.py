@@ -162,12 +162,15 @@ def measure(
         gradients = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
         opt.step()
         timeline.append(("after optimizer step", _live(tracker, device)))
-        optimizer_state = sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values()
-                              if torch.is_tensor(t))
+        optimizer_state = sum(
+            t.numel() * t.element_size() for s in opt.state.values() for t in s.values() if torch.is_tensor(t)
+        )
         opt.zero_grad(set_to_none=True)
         timeline.append(("after zero_grad", _live(tracker, device)))
     cuda_peak = torch.cuda.max_memory_allocated(device) - cuda_start if cuda else None
-    peak_snapshot = next(stats for dev, stats in tracker.get_tracker_snapshot("peak").items() if dev.type == device.type)
+    peak_snapshot = next(
+        stats for dev, stats in tracker.get_tracker_snapshot("peak").items() if dev.type == device.type
+    )
     at_peak = {name: 0 for name in CATEGORIES}
     for kind, size in peak_snapshot.items():
         if kind != "Total":
