@@ -37,7 +37,13 @@ LABS = (
         ":material/toggle_on:",
         "pages/2_Modes.py",
     ),
-    Lab("memory", "Memory", "What fills memory in training, and what runs out first?", ":material/memory:", None),
+    Lab(
+        "memory",
+        "Memory",
+        "What fills memory in training, and what runs out first?",
+        ":material/memory:",
+        "pages/4_Memory.py",
+    ),
     Lab(
         "profiler",
         "Profiler",

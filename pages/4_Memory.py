@@ -1,0 +1,131 @@
+"""Memory lab: slide the batch size and watch where the memory of a training step goes."""
+
+import dataclasses
+
+import streamlit as st
+
+from explorers import memory
+from explorers import memory_lab as lab
+from explorers.memory_lab import MemoryOptions
+from ui import figures
+from ui.fields import BoolField, ChoiceField, IntField
+from ui.frame import start_lab
+
+DEFAULT = MemoryOptions()
+# Field names are MemoryOptions' own, so the controls' values build the options directly.
+FIELDS = (
+    ChoiceField("preset", DEFAULT.preset, tuple(lab.PRESETS)),
+    IntField("width", DEFAULT.width, *lab.WIDTH_RANGE),
+    IntField("depth", DEFAULT.depth, *lab.DEPTH_RANGE),
+    IntField("seq_len", DEFAULT.seq_len, *lab.SEQ_RANGE),
+    ChoiceField("heads", DEFAULT.heads, lab.HEADS),
+    ChoiceField("batch_size", DEFAULT.batch_size, lab.BATCHES),
+    ChoiceField("optimizer", DEFAULT.optimizer, memory.OPTIMIZERS),
+    ChoiceField("precision", DEFAULT.precision, memory.PRECISIONS),
+    BoolField("checkpointing", DEFAULT.checkpointing),
+    IntField("accumulation", DEFAULT.accumulation, *lab.ACCUMULATION_RANGE),
+    ChoiceField("budget_gb", DEFAULT.budget_gb, lab.BUDGETS_GB),
+    IntField("seed", DEFAULT.seed, *lab.SEED_RANGE),
+)
+page = start_lab("memory", FIELDS)
+key = page.key
+
+with st.container(border=True):
+    row = st.columns([1.6, 1, 1, 1, 1, 1])
+    row[0].selectbox("Model", tuple(lab.PRESETS), format_func=lab.PRESETS.get, key=key("preset"))
+    transformer = page.value("preset") == "transformer"
+    row[1].slider("Width (channels for the CNN)", *lab.WIDTH_RANGE, step=16, key=key("width"))
+    row[2].slider("Depth (blocks)", *lab.DEPTH_RANGE, key=key("depth"))
+    row[3].slider("Sequence length", *lab.SEQ_RANGE, step=8, key=key("seq_len"), disabled=not transformer)
+    row[4].select_slider("Heads", lab.HEADS, key=key("heads"), disabled=not transformer)
+    row[5].select_slider("Batch size (log)", lab.BATCHES, key=key("batch_size"))
+    row = st.columns([1.6, 1, 1, 1, 1, 1])
+    row[0].selectbox("Optimizer", memory.OPTIMIZERS, key=key("optimizer"))
+    row[1].selectbox("Precision", memory.PRECISIONS, key=key("precision"), help="bf16/fp16 use autocast.")
+    row[2].toggle("Activation checkpointing", key=key("checkpointing"))
+    row[3].slider("Gradient accumulation steps", *lab.ACCUMULATION_RANGE, key=key("accumulation"))
+    row[4].selectbox("Device memory budget", lab.BUDGETS_GB, format_func=lambda gb: f"{gb} GB", key=key("budget_gb"))
+    row[5].number_input("Seed", *lab.SEED_RANGE, key=key("seed"), step=1)
+page.sync_url()
+
+try:
+    options = MemoryOptions(**page.values())
+except ValueError as error:  # e.g. a width the heads do not divide
+    st.warning(f"{error}. Showing the defaults instead.")
+    options = dataclasses.replace(DEFAULT, device=page.device)
+settings = {k: v for k, v in dataclasses.asdict(options).items() if k != "device"}
+
+bar = st.progress(0.0, text="Measuring…")
+points = lab.sweep(
+    options,
+    lab.sweep_batches(options),
+    on_point=lambda done, total: bar.progress(done / total, text=f"Batch size {done} of {total}"),
+)
+bar.empty()
+current = next(p for p in points if p.batch == options.batch_size)
+result = current.result
+if not current.measured:
+    st.info(
+        f"Batch {options.batch_size:,} was estimated on fake tensors, not allocated: its peak "
+        f"({result.peak / 2**20:,.0f} MiB) is over what this lab allocates for real "
+        f"(the smaller of {lab.MEASURE_LIMIT_BYTES // 2**20} MiB and a quarter of this machine's free memory)."
+    )
+
+columns = st.columns(5)
+for column, category in zip(
+    columns, ("parameters", "gradients", "optimizer_state", "activations", "peak"), strict=True
+):
+    value = getattr(result, category)
+    predicted = result.predicted.get(category)
+    column.metric(
+        category.replace("_", " "),
+        f"{value / 2**20:,.2f} MiB",
+        delta=None if predicted is None else f"predicted {predicted / 2**20:,.2f} MiB",
+        delta_color="off",
+    )
+
+figures.plotly(
+    lab.sweep_figure(points, options), figures.caption("Memory by batch size", settings, page.device), "memory-sweep"
+)
+timeline, retention = st.columns(2, gap="large")
+with timeline:
+    figures.plotly(
+        lab.timeline_figure(result),
+        figures.caption("Live memory through one step", settings, page.device),
+        "memory-timeline",
+    )
+with retention:
+    curves = lab.retention(MemoryOptions(preset="mlp", width=256, depth=2, device=page.device))
+    figures.plotly(
+        lab.retention_figure(curves),
+        "Accidental retention · MLP width 256, depth 2, batch 32 · " + figures.caption("", {}, page.device).strip(" ·"),
+        "memory-retention",
+    )
+
+st.subheader("The largest batch that fits, under each remedy")
+if st.button(f"Find them for a {options.budget_gb} GB device (estimated, nothing allocated)", key="remedies"):
+    progress = st.progress(0.0)
+    table = lab.remedies_table(options, on_remedy=lambda i, n: progress.progress(i / n, text=f"Remedy {i + 1} of {n}"))
+    progress.empty()
+    st.dataframe(table, hide_index=True)
+
+lesson = lab.explain(options, result, points)
+figures.why_panel(lesson)
+doubled = [p for p in points if p.batch in (options.batch_size, 2 * options.batch_size)]
+evidence = ""
+if len(doubled) == 2:
+    grown = {k: getattr(doubled[1].result, k) / max(getattr(doubled[0].result, k), 1) for k in memory.CATEGORIES[:4]}
+    evidence = "Measured just now: " + ", ".join(f"{k.replace('_', ' ')} ×{v:.2f}" for k, v in grown.items())
+figures.predict_then_reveal(
+    key("predict"),
+    "Double the batch size. Which bar grows?",
+    ["parameters", "gradients", "optimizer state", "activations"],
+    "activations",
+    evidence,
+)
+figures.notes_download(
+    "Memory lab",
+    figures.caption("Memory lab", settings, page.device),
+    {"What happened": "\n".join(f"- {line}" for line in lesson)},
+    "memory",
+)
