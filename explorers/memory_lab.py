@@ -159,6 +159,7 @@ def estimate_point(options: MemoryOptions, batch: int) -> Measurement:
     )
 
 
+@functools.lru_cache(maxsize=256)  # seeded, so a repeat of the same options would measure the same bytes
 def measure_point(options: MemoryOptions, batch: int) -> Measurement:
     micro = max(batch // options.accumulation, 1)
     with isolated_rng(options.seed, options.device):

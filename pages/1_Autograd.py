@@ -116,6 +116,7 @@ with memory_column:
         format_bytes(result.final.saved_bytes),
         delta=f"{result.final.saved_bytes - before:+,} B since the previous step",
         delta_color="off",
+        delta_arrow="off",
     )
     chart = autograd.saved_bytes_figure(result)
     figures.plotly(chart, figures.caption("Saved-for-backward bytes", settings, page.device), f"{stem}-saved")

@@ -82,6 +82,7 @@ for column, category in zip(
         f"{value / 2**20:,.2f} MiB",
         delta=None if predicted is None else f"predicted {predicted / 2**20:,.2f} MiB",
         delta_color="off",
+        delta_arrow="off",
     )
 
 figures.plotly(
