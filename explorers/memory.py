@@ -54,7 +54,7 @@ class Measurement:
     predicted: dict[str, int]  # analytic values for the same categories (activations where a formula exists)
     timeline: tuple[tuple[str, int], ...]  # (moment, live bytes) through the step
     estimated: bool  # True when run on fake tensors: nothing was allocated
-    cuda_peak: int | None = None  # torch.cuda.max_memory_allocated over the step, where it exists
+    cuda_peak: int | None = None  # torch.cuda.max_memory_allocated during the step, where CUDA exists
     notes: tuple[str, ...] = field(default=())
 
 
@@ -150,7 +150,6 @@ def measure(
     if cuda:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
-        cuda_start = torch.cuda.memory_allocated(device)
     with tracker:
         timeline.append(("start", _live(tracker, device)))
         with _autocast(precision, device), _saved_bytes(state, saved):
@@ -167,7 +166,9 @@ def measure(
         )
         opt.zero_grad(set_to_none=True)
         timeline.append(("after zero_grad", _live(tracker, device)))
-    cuda_peak = torch.cuda.max_memory_allocated(device) - cuda_start if cuda else None
+    # Everything live on the device at its highest point: in a process holding only this model and
+    # batch, the same quantity as the tracker's peak (the allocator rounds blocks up to 512 bytes).
+    cuda_peak = torch.cuda.max_memory_allocated(device) if cuda else None
     peak_snapshot = next(
         stats for dev, stats in tracker.get_tracker_snapshot("peak").items() if dev.type == device.type
     )
