@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from explorers import autograd, modes, profiling_lab  # noqa: E402
+from explorers import autograd, memory_lab, modes, profiling_lab  # noqa: E402
 
 REPEATS = 15
 TRIVIAL_PAGE = "import streamlit as st\nst.slider('x', 0, 10, key='x')\n"
@@ -51,11 +51,21 @@ def modes_work(seed: int) -> None:
     modes.explain(modes.lab_grid(options), modes.misleading_validation(options))
 
 
+def memory_work(seed: int) -> None:
+    memory_lab.measure_point.cache_clear()  # the page just measured this seed: make the explorer do it again
+    memory_lab.estimate_point.cache_clear()
+    options = memory_lab.MemoryOptions(seed=seed)
+    points = memory_lab.sweep(options, memory_lab.sweep_batches(options))
+    curves = memory_lab.retention(memory_lab.MemoryOptions(preset="mlp", width=256, depth=2))
+    memory_lab.explain(options, points[3].result, points), curves
+
+
 # Each seed is new to the page, so its cache never answers: every rerun pays the full explorer cost.
 FRESH_SEEDS = tuple(range(1, 2 * REPEATS + 1))
 SCENARIOS = [
     Scenario("pages/1_Autograd.py", "slider", "autograd.width", (8, 4), autograd_work),
     Scenario("pages/2_Modes.py", "number_input", "modes.seed", FRESH_SEEDS, modes_work),
+    Scenario("pages/4_Memory.py", "number_input", "memory.seed", tuple(s + 1000 for s in FRESH_SEEDS), memory_work),
 ]
 
 
@@ -142,6 +152,43 @@ def profiler_run_times() -> None:
     profiling_lab.stop_worker()
 
 
+def memory_sweep_and_estimate() -> None:
+    """The default 8-point sweep, and one fake-tensor estimate against one real step at the largest measured size."""
+    options = memory_lab.MemoryOptions()
+    memory_lab.estimate_point.cache_clear()
+    memory_lab.measure_point.cache_clear()
+    start = time.perf_counter()
+    points = memory_lab.sweep(options, memory_lab.sweep_batches(options))
+    sweep_s = time.perf_counter() - start
+    largest = max(p.batch for p in points if p.measured)
+    real, fake = [], []
+    for _ in range(5):
+        memory_lab.measure_point.cache_clear()
+        memory_lab.estimate_point.cache_clear()
+        start = time.perf_counter()
+        memory_lab.measure_point(options, largest)
+        real.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        memory_lab.estimate_point(options, memory_lab.BATCHES[-1])
+        fake.append(time.perf_counter() - start)
+    real_ms, fake_ms = statistics.median(real) * 1000, statistics.median(fake) * 1000
+    model, batch = memory_lab.build(options, largest)
+    optimizer = torch.optim.Adam(model.parameters())
+
+    def plain_step(_) -> None:
+        model(batch).pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    plain_ms = time_calls(plain_step, (None,), fresh_thread=False)
+    print(
+        f"memory sweep, 8 batch sizes, defaults: {sweep_s:.2f} s (target 2 s: {sweep_s / 2:.2f} of it); "
+        f"estimate at batch {memory_lab.BATCHES[-1]:,}: {fake_ms:.0f} ms vs one tracked real step at batch "
+        f"{largest}: {real_ms:.0f} ms (ratio {fake_ms / real_ms:.2f}) and one plain step: {plain_ms:.0f} ms "
+        f"(ratio {fake_ms / plain_ms:.2f})"
+    )
+
+
 def main() -> None:
     trivial = AppTest.from_string(TRIVIAL_PAGE).run()
     trivial_ms = time_reruns(trivial, "slider", "x", (3, 7))
@@ -159,6 +206,7 @@ def main() -> None:
     grid_versus_six_forwards(modes.ModesOptions())  # the default: fixed per-cell costs dominate
     grid_versus_six_forwards(modes.ModesOptions(width=512, batch_size=512))  # where the forwards dominate
     profiler_run_times()
+    memory_sweep_and_estimate()
 
 
 if __name__ == "__main__":
