@@ -34,7 +34,7 @@ import torch
 import torchviz
 from torch import nn
 
-from explorers import graphs
+from explorers import bounds, graphs
 from explorers.rng import isolated_rng
 
 PRESETS = {
@@ -77,23 +77,10 @@ class AutogradOptions:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        _check_choice("preset", self.preset, PRESETS)
-        _check_choice("activation", self.activation, ACTIVATIONS)
-        _check_range("depth", self.depth, DEPTH_RANGE)
-        _check_range("width", self.width, WIDTH_RANGE)
-        _check_range("batch_size", self.batch_size, BATCH_RANGE)
-        _check_range("seed", self.seed, SEED_RANGE)
-
-
-def _check_choice(name: str, value: str, choices: dict) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {sorted(choices)}, not {value!r}")
-
-
-def _check_range(name: str, value: int, bounds: tuple[int, int]) -> None:
-    low, high = bounds
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in [{low}, {high}], not {value!r}")
+        bounds.check_choices(self, {"preset": PRESETS, "activation": ACTIVATIONS})
+        bounds.check_ints(
+            self, {"depth": DEPTH_RANGE, "width": WIDTH_RANGE, "batch_size": BATCH_RANGE, "seed": SEED_RANGE}
+        )
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import torch
 from torch import nn
 
-from explorers import memory
+from explorers import bounds, memory
 from explorers.memory import CATEGORIES, Measurement
 from explorers.rng import isolated_rng
 
@@ -59,27 +59,27 @@ class MemoryOptions:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        for name, (low, high) in {
-            "width": WIDTH_RANGE,
-            "depth": DEPTH_RANGE,
-            "seq_len": SEQ_RANGE,
-            "accumulation": ACCUMULATION_RANGE,
-            "seed": SEED_RANGE,
-        }.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"{name} must be an integer in [{low}, {high}], not {value!r}")
-        choices = {
-            "preset": tuple(PRESETS),
-            "heads": HEADS,
-            "batch_size": BATCHES,
-            "budget_gb": BUDGETS_GB,
-            "optimizer": memory.OPTIMIZERS,
-            "precision": memory.PRECISIONS,
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, not {getattr(self, name)!r}")
+        bounds.check_ints(
+            self,
+            {
+                "width": WIDTH_RANGE,
+                "depth": DEPTH_RANGE,
+                "seq_len": SEQ_RANGE,
+                "accumulation": ACCUMULATION_RANGE,
+                "seed": SEED_RANGE,
+            },
+        )
+        bounds.check_choices(
+            self,
+            {
+                "preset": PRESETS,
+                "heads": HEADS,
+                "batch_size": BATCHES,
+                "budget_gb": BUDGETS_GB,
+                "optimizer": memory.OPTIMIZERS,
+                "precision": memory.PRECISIONS,
+            },
+        )
         if self.preset == "transformer" and self.width % self.heads:
             raise ValueError(f"width {self.width} must be divisible by heads {self.heads}")
 

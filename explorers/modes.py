@@ -30,6 +30,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.dropout import _DropoutNd
 
+from explorers import bounds
 from explorers.rng import isolated_rng
 
 BEHAVIOURS = ("train", "eval")
@@ -252,19 +253,10 @@ class ModesOptions:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        for name, bounds in (
-            ("width", WIDTH_RANGE),
-            ("batch_size", BATCH_RANGE),
-            ("repeats", REPEATS_RANGE),
-            ("seed", SEED_RANGE),
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not bounds[0] <= value <= bounds[1]:
-                raise ValueError(f"{name} must be an integer in [{bounds[0]}, {bounds[1]}], not {value!r}")
-        for name, bounds in (("dropout_p", P_RANGE), ("momentum", MOMENTUM_RANGE)):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or not bounds[0] <= value <= bounds[1]:
-                raise ValueError(f"{name} must be a number in [{bounds[0]}, {bounds[1]}], not {value!r}")
+        bounds.check_ints(
+            self, {"width": WIDTH_RANGE, "batch_size": BATCH_RANGE, "repeats": REPEATS_RANGE, "seed": SEED_RANGE}
+        )
+        bounds.check_numbers(self, {"dropout_p": P_RANGE, "momentum": MOMENTUM_RANGE})
 
 
 def build_model(options: ModesOptions) -> nn.Sequential:

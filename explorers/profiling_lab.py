@@ -32,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
+from explorers import bounds
 from explorers.profiling import PHASES, OpTiming, ProfileResult, StepTiming
 
 WIDTH_RANGE = (32, 2048)
@@ -81,25 +82,21 @@ class ProfileOptions:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        bounds = {
-            "width": WIDTH_RANGE,
-            "depth": DEPTH_RANGE,
-            "batch_size": BATCH_RANGE,
-            "data_cost_ms": DATA_COST_RANGE,
-            "num_workers": WORKERS_RANGE,
-            "threads": THREADS_RANGE,
-            "warmup": WARMUP_RANGE,
-            "active": ACTIVE_RANGE,
-            "seed": SEED_RANGE,
-        }
-        for name, (low, high) in bounds.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ValueError(f"{name} must be an integer in [{low}, {high}], not {value!r}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, not {self.optimizer!r}")
-        if self.device not in ("cpu", "cuda", "mps"):
-            raise ValueError(f"device must be cpu, cuda or mps, not {self.device!r}")
+        bounds.check_ints(
+            self,
+            {
+                "width": WIDTH_RANGE,
+                "depth": DEPTH_RANGE,
+                "batch_size": BATCH_RANGE,
+                "data_cost_ms": DATA_COST_RANGE,
+                "num_workers": WORKERS_RANGE,
+                "threads": THREADS_RANGE,
+                "warmup": WARMUP_RANGE,
+                "active": ACTIVE_RANGE,
+                "seed": SEED_RANGE,
+            },
+        )
+        bounds.check_choices(self, {"optimizer": OPTIMIZERS, "device": ("cpu", "cuda", "mps")})
 
 
 class _SlowCollate:
@@ -208,6 +205,7 @@ class _Worker:
             stderr=self.errors,
             start_new_session=True,
         )
+        self.pending = b""  # bytes read from its stdout that do not yet end a line
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -220,14 +218,23 @@ class _Worker:
         self.errors.close()
 
     def read_line(self, deadline: float, timeout_s: float) -> str:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([self.process.stdout], [], [], remaining)[0]:
-            raise ProfileFailed(f"the profiling run took longer than {timeout_s:g} s and was stopped")
-        line = self.process.stdout.readline().decode()
-        if not line:
-            self.errors.seek(0)
-            raise ProfileFailed(f"the profiling process ended: {self.errors.read()[-1500:]}")
-        return line
+        """The worker's next output line, or ProfileFailed at the deadline.
+
+        Reads the pipe with os.read into our own buffer: a buffered readline could pull
+        several lines into Python's buffer, and select() would then wait on an empty pipe
+        while the answer sat unread.
+        """
+        while b"\n" not in self.pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.process.stdout], [], [], remaining)[0]:
+                raise ProfileFailed(f"the profiling run took longer than {timeout_s:g} s and was stopped")
+            chunk = os.read(self.process.stdout.fileno(), 1 << 16)
+            if not chunk:
+                self.errors.seek(0)
+                raise ProfileFailed(f"the profiling process ended: {self.errors.read()[-1500:]}")
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode()
 
 
 _worker: _Worker | None = None

@@ -181,3 +181,28 @@ def test_result_survives_the_json_round_trip():
 def test_lab_options_are_bounded(bad):
     with pytest.raises(ValueError):
         ProfileOptions(**bad)
+
+
+def test_lines_that_arrive_together_are_read_without_waiting():
+    """Regression: a buffered readline pulled several lines at once and select() then slept on an empty pipe."""
+    import subprocess
+    import sys
+    import tempfile
+
+    chatty = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; print('progress 1/2\\nprogress 2/2\\n{}', flush=True); time.sleep(30)",
+        ],
+        stdout=subprocess.PIPE,
+        start_new_session=True,  # as the real worker: kill() ends its whole session
+    )
+    worker = object.__new__(profiling_lab._Worker)
+    worker.process, worker.pending, worker.errors = chatty, b"", tempfile.TemporaryFile("w+")  # noqa: SIM115
+    try:
+        start = time.monotonic()
+        lines = [worker.read_line(time.monotonic() + 5, 5) for _ in range(3)]
+        assert lines == ["progress 1/2", "progress 2/2", "{}"] and time.monotonic() - start < 2
+    finally:
+        worker.kill()
