@@ -83,21 +83,25 @@ def test_an_error_mid_run_leaves_no_profiler_running_and_the_next_run_works(tmp_
 
 
 def test_profiles_in_one_process_run_one_at_a_time(tmp_path):
-    spans = []
+    warmup, active = 1, 4
+    profiled_steps = []  # which run reported each step taken inside its profiler window, in order
 
     def run(name):
-        start = time.monotonic()
-        profiling.profile_training(*job(delay_s=0.005), trace_path=tmp_path / f"{name}.json")
-        spans.append((start, time.monotonic(), name))
+        def on_step(done, total):
+            if done > warmup + active:  # past the unprofiled baseline: inside the profiler
+                profiled_steps.append(name)
+
+        profiling.profile_training(
+            *job(delay_s=0.005), warmup=warmup, active=active, on_step=on_step, trace_path=tmp_path / f"{name}.json"
+        )
 
     threads = [threading.Thread(target=run, args=(n,)) for n in ("a", "b")]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    (_, first_end, _), (second_start, second_end, _) = sorted(spans, key=lambda s: s[1])
-    # The second finished at least one full run after the first: it waited for the lock.
-    assert second_end - first_end > 0.5 * (first_end - min(s[0] for s in spans))
+    switches = sum(1 for x, y in zip(profiled_steps, profiled_steps[1:], strict=False) if x != y)
+    assert sorted(set(profiled_steps)) == ["a", "b"] and switches == 1  # one whole window, then the other
 
 
 def test_judge_names_the_largest_share():
