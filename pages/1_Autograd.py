@@ -24,7 +24,7 @@ FIELDS = (
 page = start_lab("autograd", FIELDS)
 key = page.key
 
-with st.container(border=True):
+with page.controls():
     model, depth, width, activation, batch = st.columns([2.2, 1, 1, 1, 1])
     model.selectbox("Model", tuple(autograd.PRESETS), format_func=autograd.PRESETS.get, key=key("preset"))
     scalar = page.value("preset") == "scalar"

@@ -24,7 +24,7 @@ misleading_validation = st.cache_data(max_entries=64, show_spinner=False)(modes.
 
 page = start_lab("modes", FIELDS)
 key = page.key
-with st.container(border=True):
+with page.controls():
     p, width, batch, momentum, repeats, seed = st.columns([1.2, 1.2, 1.2, 1.2, 1.2, 1])
     p.slider("Dropout p", *modes.P_RANGE, step=0.05, key=key("p"))
     width.slider("Width", *modes.WIDTH_RANGE, key=key("width"))

@@ -33,7 +33,7 @@ page = start_lab("profiler", FIELDS)
 key = page.key
 cuda = page.device == "cuda"
 
-with st.container(border=True):
+with page.controls():
     row = st.columns(6)
     row[0].select_slider("Model width", WIDTHS, key=key("width"))
     row[1].slider("Depth (layers)", *lab.DEPTH_RANGE, key=key("depth"))

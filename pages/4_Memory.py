@@ -30,7 +30,7 @@ FIELDS = (
 page = start_lab("memory", FIELDS)
 key = page.key
 
-with st.container(border=True):
+with page.controls():
     row = st.columns([1.6, 1, 1, 1, 1, 1])
     row[0].selectbox("Model", tuple(lab.PRESETS), format_func=lab.PRESETS.get, key=key("preset"))
     transformer = page.value("preset") == "transformer"

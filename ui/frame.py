@@ -23,9 +23,12 @@ import streamlit as st
 
 from explorers import environment
 from ui.catalogue import LABS, Lab, lab
-from ui.fields import ChoiceField, Field, encode_query, read_query
+from ui.fields import BoolField, ChoiceField, Field, encode_query, read_query
 
 CSS = (Path(__file__).resolve().parent.parent / "assets" / "style.css").read_text()
+# For a projector: controls fold away and every rem-sized thing (text, widgets) grows.
+PRESENTING = BoolField("present", False)
+PRESENTATION_CSS = "<style>html { font-size: 20px; }</style>"
 
 
 def setup_page(title: str, icon: str) -> None:
@@ -66,8 +69,17 @@ class LabPage:
     def device(self) -> str:
         return self.value("device")
 
+    @property
+    def presenting(self) -> bool:
+        return st.session_state[self.key(PRESENTING.name)]
+
+    def controls(self):
+        """Where a lab draws its knobs: a bordered box, folded into an expander when presenting."""
+        return st.expander("Settings", icon=":material/tune:") if self.presenting else st.container(border=True)
+
     def sync_url(self) -> None:
-        st.query_params.from_dict(encode_query(self.fields, self.values()))
+        fields = (*self.fields, PRESENTING)
+        st.query_params.from_dict(encode_query(fields, {**self.values(), PRESENTING.name: self.presenting}))
 
 
 def start_lab(slug: str, fields: Sequence[Field]) -> LabPage:
@@ -85,15 +97,23 @@ def start_lab(slug: str, fields: Sequence[Field]) -> LabPage:
         st.divider()
         st.selectbox("Device", devices, key=page.key("device"), help="CUDA and MPS appear only when present.")
         st.caption(environment.provenance(page.device))
+        st.toggle(
+            "Presentation mode",
+            key=page.key(PRESENTING.name),
+            help="Larger text and folded-away settings, for a projector. The link keeps it.",
+        )
+    if page.presenting:
+        st.html(PRESENTATION_CSS)
     return page
 
 
 def _seed_state_from_url(page: LabPage) -> list[str]:
     """Give every control without state its value from the URL (or its default); return the URL's problems."""
-    missing = [f for f in page.fields if page.key(f.name) not in st.session_state]
+    fields = (*page.fields, PRESENTING)
+    missing = [f for f in fields if page.key(f.name) not in st.session_state]
     if not missing:
         return []
-    values, notices = read_query(page.fields, st.query_params.to_dict())
+    values, notices = read_query(fields, st.query_params.to_dict())
     for field in missing:
         page.set(field.name, values.get(field.name, field.default))
     return notices

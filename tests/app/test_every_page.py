@@ -24,3 +24,18 @@ def test_home_lists_every_lab_and_the_environment():
         assert lab.question in text
     facts = at.table[0].value
     assert "torch" in facts["fact"].tolist() and "graph layout engine" in facts["fact"].tolist()
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_presentation_mode_folds_the_settings_away_and_stays_in_the_link(page):
+    def settings_folded(at):
+        return any(expander.label == "Settings" for expander in at.expander)
+
+    at = open_page(page)
+    assert not settings_folded(at)  # drawn in a bordered box
+    slug = next(lab.slug for lab in LABS if lab.page == page)
+    at.toggle(key=f"{slug}.present").set_value(True).run()
+    assert not at.exception and settings_folded(at)
+    assert at.query_params["present"] == "1"
+    reopened = open_page(page, {"present": "1"})
+    assert settings_folded(reopened) and not reopened.warning
