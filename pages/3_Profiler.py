@@ -5,9 +5,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from explorers import profiling_lab as lab
-from explorers.profiling_lab import ProfileOptions
-from ui import figures
+from explorers.profiler import experiment as lab
+from explorers.profiler import figures as charts
+from explorers.profiler import lesson
+from explorers.profiler.experiment import ProfileOptions
+from ui import figures, runs
 from ui.fields import BoolField, ChoiceField, IntField
 from ui.frame import start_lab
 
@@ -64,25 +66,12 @@ page.sync_url()
 
 
 def options_now() -> ProfileOptions:
-    return ProfileOptions(**page.values())
+    return ProfileOptions(**page.values(), repeat=st.session_state.get(key("repeat"), 0))
 
 
 def profile(options: ProfileOptions) -> lab.ProfileResult:
-    """One measured run per option set, kept for this session (and redone on "profile again")."""
-    measured = st.session_state.setdefault(key("results"), {})
-    wanted = (options, st.session_state.get(key("attempt"), 0))
-    if wanted not in measured:
-        bar = st.progress(0.0, text="Profiling…")
-        measured[wanted] = lab.run_isolated(
-            options,
-            on_progress=lambda done, total: bar.progress(
-                done / total, text=f"Profiling: step {done} of {total} (Streamlit's Stop cancels)"
-            ),
-        )
-        bar.empty()
-        while len(measured) > 16:
-            measured.pop(next(iter(measured)))
-    return measured[wanted]
+    """One measured run per option set, shared by every session (and redone on "profile again")."""
+    return runs.run(lab.profile, options, label="Profiling")
 
 
 def apply(change: ProfileOptions) -> None:
@@ -93,16 +82,13 @@ def apply(change: ProfileOptions) -> None:
 
 
 options = options_now()
-try:
-    result = profile(options)
-except lab.ProfileFailed as error:
-    st.error(f"The profiling run did not finish: {error}. Try fewer steps or a smaller data cost.")
-    st.stop()
-settings = {k: v for k, v in dataclasses.asdict(options).items() if k not in ("device", "pin_memory", "synchronize")}
+result = profile(options)
+hidden = ("device", "pin_memory", "synchronize", "repeat")
+settings = {k: v for k, v in dataclasses.asdict(options).items() if k not in hidden}
 
 verdict, change = st.columns([3, 2])
 verdict.markdown(f"### Verdict: {result.verdict}\n{result.evidence}")
-suggested = lab.suggestion(options, result)
+suggested = lesson.suggestion(options, result)
 if suggested:
     change.markdown("**One change to try**")
     change.button(f"Apply: {suggested[0]}", key="apply", on_click=apply, args=(suggested[1],), type="primary")
@@ -110,7 +96,7 @@ change.button(
     "Profile again",
     key="again",
     icon=":material/refresh:",
-    on_click=lambda: st.session_state.update({key("attempt"): st.session_state.get(key("attempt"), 0) + 1}),
+    on_click=lambda: st.session_state.update({key("repeat"): options.repeat + 1}),
 )
 
 before = st.session_state.get(key("before"))
@@ -119,13 +105,13 @@ if before is not None and before != options:
     before_result = profile(before)
     with left:
         figures.plotly(
-            lab.phases_figure(before_result, "Before the change"),
-            figures.caption("Before", dataclasses.asdict(before), page.device),
+            charts.phases_figure(before_result, "Before the change"),
+            figures.caption("Before", {k: v for k, v in dataclasses.asdict(before).items() if k not in hidden}, page.device),
             "profiler-before",
         )
     with right:
         figures.plotly(
-            lab.phases_figure(result, "After the change"),
+            charts.phases_figure(result, "After the change"),
             figures.caption("After", settings, page.device),
             "profiler-after",
         )
@@ -135,17 +121,17 @@ if before is not None and before != options:
     )
 else:
     figures.plotly(
-        lab.phases_figure(result), figures.caption("Phases per step", settings, page.device), "profiler-phases"
+        charts.phases_figure(result), figures.caption("Phases per step", settings, page.device), "profiler-phases"
     )
 figures.plotly(
-    lab.timeline_figure(result), figures.caption("Phase timeline", settings, page.device), "profiler-timeline"
+    charts.timeline_figure(result), figures.caption("Phase timeline", settings, page.device), "profiler-timeline"
 )
 
 ops, naive = st.columns([3, 2], gap="large")
 with ops:
     st.subheader("Top operators (self time)")
     st.dataframe(
-        lab.top_ops_table(result),
+        charts.top_ops_table(result),
         hide_index=True,
         column_config={
             "self ms": st.column_config.NumberColumn(format="%.2f"),
@@ -154,7 +140,7 @@ with ops:
     )
 with naive:
     st.subheader("Profiler versus a stopwatch")
-    st.dataframe(lab.timing_table(result), hide_index=True)
+    st.dataframe(charts.timing_table(result), hide_index=True)
     st.caption(f"The profiler made these steps {result.overhead_ratio:.2f}× as long as the same steps without it.")
     trace = Path(result.trace_path)
     st.download_button(
@@ -167,8 +153,8 @@ with naive:
         disabled=not trace.exists(),
     )
 
-lesson = lab.explain(options, result)
-figures.why_panel(lesson)
+lines = lesson.explain(options, result)
+figures.why_panel(lines)
 choice_key = key("predict")
 figures.predict_then_reveal(
     choice_key,
@@ -177,14 +163,14 @@ figures.predict_then_reveal(
     "data",
     ""
     if st.session_state.get(choice_key) is None
-    else lab.data_cost_evidence(profile(dataclasses.replace(options, data_cost_ms=20, num_workers=0)), options, result),
+    else lesson.data_cost_evidence(profile(dataclasses.replace(options, data_cost_ms=20, num_workers=0)), options, result),
 )
 figures.notes_download(
     "Profiler lab",
     figures.caption("Profiler lab", settings, page.device),
     {
-        "What happened": "\n".join(f"- {line}" for line in lesson),
-        "Top operators": figures.markdown_table(lab.top_ops_table(result).round(3).to_dict("records")),
+        "What happened": "\n".join(f"- {line}" for line in lines),
+        "Top operators": figures.markdown_table(charts.top_ops_table(result).round(3).to_dict("records")),
     },
     "profiler",
 )

@@ -24,6 +24,7 @@ import streamlit as st
 from explorers import environment
 from ui.catalogue import LABS, Lab, lab
 from ui.fields import BoolField, ChoiceField, Field, encode_query, read_query
+from ui.runs import start_engine
 
 CSS = (Path(__file__).resolve().parent.parent / "assets" / "style.css").read_text()
 # For a projector: controls fold away and every rem-sized thing (text, widgets) grows.
@@ -36,6 +37,7 @@ def setup_page(title: str, icon: str) -> None:
         page_title=f"{title} · PyTorch Explorer", page_icon=icon, layout="wide", initial_sidebar_state="expanded"
     )
     st.html(f"<style>{CSS}</style>")
+    start_engine()  # workers warm up while the user reads: the first lab run finds them ready
     with st.sidebar:
         st.page_link("app.py", label="PyTorch Explorer", icon=":material/local_fire_department:")
         st.caption("Labs")

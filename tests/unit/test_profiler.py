@@ -3,14 +3,15 @@
 import json
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
-from explorers import profiling, profiling_lab
-from explorers.profiling_lab import ProfileOptions
+from explorers import profiler as profiling
+from explorers.engine import default_engine
+from explorers.profiler import lesson
+from explorers.profiler.experiment import ProfileOptions, profile
 
 
 def job(width=64, depth=1, batch=32, delay_s=0.0, batches=8):
@@ -110,63 +111,25 @@ def test_judge_names_the_largest_share():
     assert verdict == "optimizer-bound" and "6.5 ms of a 13.0 ms step" in evidence
 
 
-def test_lab_runs_in_a_worker_that_keeps_its_thread_count_to_itself():
-    threads = torch.get_num_threads()
-    result = profiling_lab.run_isolated(ProfileOptions(threads=profiling_lab.THREADS_RANGE[1], active=2, warmup=1))
-    assert result.steps and torch.get_num_threads() == threads
+def run_on_engine(options: ProfileOptions):
+    """As the page runs it: in an engine worker, since `profile` sets the process-wide thread count."""
+    return default_engine().run(profile, options)
 
 
 def test_lab_suggestion_for_a_data_bound_run_adds_workers_and_helps():
     slow = ProfileOptions(data_cost_ms=20, active=3, warmup=1)
-    result = profiling_lab.run_isolated(slow)
-    label, change = profiling_lab.suggestion(slow, result)
+    result = run_on_engine(slow)
+    label, change = lesson.suggestion(slow, result)
     assert result.verdict == "data-bound" and change.num_workers == 2 and "worker" in label
-    faster = profiling_lab.run_isolated(change)
+    faster = run_on_engine(change)
     assert faster.mean_phases()["data"] < result.mean_phases()["data"] / 2
 
 
-def session_members(session_id: int) -> list[int]:
-    """Live processes in a session: the worker is a session leader, its DataLoader workers and forkserver join it."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == session_id and fields[0] != "Z":
-            members.append(int(stat.parent.name))
-    return members
-
-
-def running_worker_session() -> int:
-    profiling_lab.run_isolated(ProfileOptions(active=1, warmup=0))  # make sure a worker is up
-    return profiling_lab._worker.process.pid
-
-
-def test_lab_timeout_kills_the_worker_and_its_dataloader_processes():
-    session = running_worker_session()
-    options = ProfileOptions(data_cost_ms=50, num_workers=1, warmup=5, active=10)  # about 1.5 s of data work
-    with pytest.raises(profiling_lab.ProfileFailed, match="longer than"):
-        profiling_lab.run_isolated(options, timeout_s=1.0)
-    assert session_members(session) == []
-    assert profiling_lab.run_isolated(ProfileOptions(active=1, warmup=0)).steps  # a fresh worker starts
-
-
-def test_lab_cancel_from_the_progress_callback_stops_the_run():
-    session = running_worker_session()
-
-    def cancel(done, total):
-        raise InterruptedError("user pressed stop")
-
-    with pytest.raises(InterruptedError):
-        profiling_lab.run_isolated(ProfileOptions(data_cost_ms=30, num_workers=1), on_progress=cancel)
-    assert session_members(session) == []
-
-
-def test_result_survives_the_json_round_trip():
-    result = profiling_lab.run_isolated(ProfileOptions(active=2, warmup=1))
-    again = profiling_lab.result_from_json(profiling_lab.result_to_json(result))
-    assert again == result
+def test_profile_again_is_a_new_measurement_of_the_same_settings():
+    first, again = run_on_engine(ProfileOptions(active=2, warmup=1)), run_on_engine(ProfileOptions(active=2, warmup=1))
+    assert first == again  # the same settings are answered from the engine's cache
+    fresh = run_on_engine(ProfileOptions(active=2, warmup=1, repeat=1))
+    assert fresh.naive_ms != first.naive_ms and fresh.trace_path != first.trace_path
 
 
 @pytest.mark.parametrize(
@@ -180,33 +143,9 @@ def test_result_survives_the_json_round_trip():
         {"optimizer": "lbfgs"},
         {"active": 0},
         {"device": "tpu"},
+        {"repeat": -1},
     ],
 )
 def test_lab_options_are_bounded(bad):
     with pytest.raises(ValueError):
         ProfileOptions(**bad)
-
-
-def test_lines_that_arrive_together_are_read_without_waiting():
-    """Regression: a buffered readline pulled several lines at once and select() then slept on an empty pipe."""
-    import subprocess
-    import sys
-    import tempfile
-
-    chatty = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time; print('progress 1/2\\nprogress 2/2\\n{}', flush=True); time.sleep(30)",
-        ],
-        stdout=subprocess.PIPE,
-        start_new_session=True,  # as the real worker: kill() ends its whole session
-    )
-    worker = object.__new__(profiling_lab._Worker)
-    worker.process, worker.pending, worker.errors = chatty, b"", tempfile.TemporaryFile("w+")  # noqa: SIM115
-    try:
-        start = time.monotonic()
-        lines = [worker.read_line(time.monotonic() + 5, 5) for _ in range(3)]
-        assert lines == ["progress 1/2", "progress 2/2", "{}"] and time.monotonic() - start < 2
-    finally:
-        worker.kill()

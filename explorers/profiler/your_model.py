@@ -1,4 +1,4 @@
-"""Profile a training step by phase: data, host-to-device copy, forward, backward, optimizer.
+"""Profile your own training step by phase: data, host-to-device copy, forward, backward, optimizer.
 
 `profile_training` runs a bounded number of real training steps under `torch.profiler`
 with a wait / warm-up / active schedule, after the model's own warm-up. Each phase is labelled with `record_function`,
@@ -12,8 +12,8 @@ they are timed with `time.perf_counter` around the same phases (their `source` s
 
 From a notebook::
 
-    from explorers import profiling
-    result = profiling.profile_training(model, loader, optimizer, torch.nn.functional.cross_entropy)
+    from explorers import profiler
+    result = profiler.profile_training(model, loader, optimizer, torch.nn.functional.cross_entropy)
     result.verdict, result.evidence, result.steps[0].phases
 
 What to expect: a loader with a slow collate is "data-bound" and its data phase holds

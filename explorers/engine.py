@@ -1,0 +1,545 @@
+"""The run engine: every lab experiment runs in a small pool of long-lived worker processes.
+
+Why processes. Streamlit serves every browser session from threads of one process, and
+much of what the labs teach installs process-wide state: MemTracker's module hooks, the
+profiler, `torch.set_num_threads`, deterministic-algorithm flags, CUDA peak statistics,
+the global RNG. Run in the server, one user's experiment would reach into another's
+(measured: three sessions on the Memory lab crashed each other every time). Torch work
+on Streamlit's script threads is also ~3x slower than on a process's main thread, since
+each new thread builds its own OpenMP team. So an experiment runs on a worker's main
+thread, alone in its process, and returns plain picklable data.
+
+What the engine does:
+- workers start from a forkserver that has already imported torch, so a new worker is a
+  fork away (not a 1.5 s import); the pool is sized from the cores and free memory;
+- `submit` returns a `Run`; `Run.result(on_poll)` streams `Progress` (with optional
+  partial data) while it waits; the experiment reports through the `report` callback it
+  is given, and each report is also where a cancel request takes effect;
+- results are cached by (experiment, options), bounded in entries and bytes, shared by
+  every caller and handed out as copies (unpickled afresh); identical requests in flight
+  share one job, and a job is cancelled only when its last waiter leaves;
+- a run past its time limit, or whose worker does not honour a cancel within
+  `CANCEL_GRACE_S`, has its worker killed with the worker's whole process group
+  (DataLoader workers included); a worker that dies (SIGKILL, out of memory) fails its
+  run with `WorkerCrashed`; either way a fresh worker takes its place;
+- every worker resets process-wide state (seeds, thread count, determinism flags)
+  before and after each run, so a result depends on its options only.
+
+Why not `concurrent.futures.ProcessPoolExecutor`: it cannot stop one running task, and
+a worker killed from outside breaks the whole pool (`BrokenProcessPool`). This module
+uses the same parts (multiprocessing's forkserver, Process, Pipe, a management thread)
+with per-worker control.
+
+An experiment is a module-level function `fn(options, report=None)`: `options` is a
+frozen dataclass, `report(done, total, partial=None)` may be None (a notebook calls the
+function directly). From a notebook, for isolation::
+
+    from explorers import engine
+    engine.default_engine().submit(memory.experiment.point, options).result()
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import itertools
+import multiprocessing
+import multiprocessing.connection
+import os
+import pickle
+import random
+import signal
+import socket
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_TIMEOUT_S = 120.0
+CANCEL_GRACE_S = 0.5  # a worker that has not stopped by then is killed: a left page stops its run within ~1 s
+WORKER_MEMORY_BYTES = 2 * 2**30  # what one worker may need at most (the Memory lab allocates up to 256 MiB)
+MAX_WORKERS = 4
+CACHE_MAX_ENTRIES = 512
+CACHE_MAX_BYTES = 256 * 2**20
+PARENT_CHECK_S = 0.5
+START_FAILURES_ALLOWED = 3  # workers that die before they are ready, in a row, before queued runs fail
+PRELOAD = ["torch", "explorers.engine"]  # what the forkserver imports once, before any worker forks from it
+
+
+class Cancelled(Exception):  # noqa: N818  (a signal, not an error)
+    """Raised inside an experiment at its next `report` after the run was cancelled."""
+
+
+class RunFailed(RuntimeError):
+    """The experiment did not return a result; the message is meant for the user."""
+
+
+class WorkerCrashed(RunFailed):
+    pass
+
+
+class RunTimedOut(RunFailed):
+    pass
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int = 0
+    total: int = 0
+    partial: Any = None  # data the experiment chose to show before it finished
+    queued_behind: int = 0  # runs ahead of this one while it waits for a worker
+
+    @property
+    def fraction(self) -> float:
+        return min(self.done / self.total, 1.0) if self.total else 0.0
+
+
+def pool_size(cores: int | None = None, available_bytes: int | None = None) -> int:
+    """As many workers as cores, fewer when free memory is short, at least one; EXPLORER_WORKERS overrides."""
+    explicit = os.environ.get("EXPLORER_WORKERS", "")
+    if explicit.isdigit() and int(explicit) > 0:
+        return min(int(explicit), MAX_WORKERS)
+    cores = cores or usable_cores()
+    available = available_bytes if available_bytes is not None else available_memory_bytes()
+    return max(1, min(cores, available // WORKER_MEMORY_BYTES, MAX_WORKERS))
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def available_memory_bytes() -> int:
+    """MemAvailable from /proc/meminfo (Linux), else a conservative 4 GiB."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 4 * 2**30
+
+
+# --- The worker process ----------------------------------------------------------------------
+
+
+def _reset_process_state(threads: int) -> None:
+    """Everything process-wide a previous run may have changed, back to one known state."""
+    import torch
+
+    torch.manual_seed(0)
+    random.seed(0)
+    with contextlib.suppress(ImportError):
+        import numpy
+
+        numpy.random.seed(0)
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(False)
+    torch.backends.cudnn.deterministic = False
+    torch.backends.cudnn.benchmark = False
+
+
+def _exit_with_parent() -> None:
+    """End this worker's whole process group once the forkserver (and so the server) is gone."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+def _worker_main(conn: multiprocessing.connection.Connection, threads: int) -> None:
+    os.setsid()  # its own process group: killing the group also ends its DataLoader workers
+    _exit_with_parent()
+    import torch
+
+    _reset_process_state(threads)
+    torch.ones(64, 64) @ torch.ones(64, 64)  # build the thread team now, not in the first run
+    # DataLoader workers this process starts fork from a forkserver with torch already imported.
+    multiprocessing.set_forkserver_preload(["torch"])
+    try:
+        conn.send(("ready",))
+        while True:
+            message = conn.recv()
+            if message[0] == "run":  # anything else is a cancel that arrived after its run ended
+                conn.send(_execute(conn, *message[1:], threads))
+    except (EOFError, OSError):  # the server closed its end: nobody is left to answer
+        os._exit(0)
+
+
+def _execute(conn, job_id: int, fn: Callable, options: Any, threads: int) -> tuple:
+    def report(done: int, total: int, partial: Any = None) -> None:
+        while conn.poll():
+            if conn.recv() == ("cancel", job_id):
+                raise Cancelled
+        try:
+            conn.send(("progress", job_id, Progress(done, total, partial)))
+        except BrokenPipeError:  # the server is gone: nobody waits for this run
+            os._exit(0)
+
+    _reset_process_state(threads)
+    try:
+        payload = pickle.dumps(fn(options, report=report), pickle.HIGHEST_PROTOCOL)
+        return ("done", job_id, payload)
+    except Cancelled:
+        return ("cancelled", job_id)
+
+    except Exception as error:  # the experiment's own error is the message the page shows
+        return ("failed", job_id, " ".join(f"{type(error).__name__}: {error}".split())[:2000])
+    finally:
+        _reset_process_state(threads)
+
+
+# --- The server side ---------------------------------------------------------------------------
+
+
+def experiment_key(fn: Callable, options: Hashable) -> tuple:
+    return (fn.__module__, fn.__qualname__, options)
+
+
+class _Job:
+    """One experiment run, shared by every Run that asked for the same (experiment, options)."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, fn: Callable, options: Any, timeout_s: float, priority: int) -> None:
+        self.id = next(self._ids)
+        self.fn, self.options, self.timeout_s, self.priority = fn, options, timeout_s, priority
+        self.key = experiment_key(fn, options)
+        self.state = "queued"  # -> running -> done | failed | cancelled
+        self.progress = Progress()
+        self.payload: bytes | None = None
+        self.error: RunFailed | None = None
+        self.waiters = 0
+        self.worker: _Worker | None = None
+        self.deadline = float("inf")
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "failed", "cancelled")
+
+
+class _Worker:
+    def __init__(self, context, threads: int) -> None:
+        self.conn, child_conn = context.Pipe()
+        # Not a daemon: daemonic processes may not start children, and DataLoader workers are children.
+        # Engine.close (registered with atexit) ends it instead.
+        self.process = context.Process(target=_worker_main, args=(child_conn, threads), daemon=False)
+        self.process.start()
+        child_conn.close()
+        self.ready = False
+        self.job: _Job | None = None
+        self.cancel_deadline: float | None = None
+
+    def kill(self) -> None:
+        """SIGKILL the worker's process group (its DataLoader workers too), then reap it."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()  # in case it died before it made its own group
+        self.process.join(5)
+        self.conn.close()
+
+
+class Run:
+    """A caller's handle on a job: wait for it with progress, or leave it (which may cancel it)."""
+
+    def __init__(self, engine: Engine, job: _Job) -> None:
+        self._engine, self._job = engine, job
+        self._attached = True
+
+    @property
+    def done(self) -> bool:
+        return self._job.finished
+
+    @property
+    def progress(self) -> Progress:
+        return self._job.progress
+
+    def result(self, on_poll: Callable[[Progress], None] | None = None, poll_s: float = 0.1) -> Any:
+        """Block until the job ends; `on_poll(progress)` runs every `poll_s` meanwhile and may raise to leave.
+
+        Returns a fresh copy of the result, or raises RunFailed (or Cancelled if the job was cancelled).
+        """
+        engine, job = self._engine, self._job
+        while True:
+            with engine._changed:
+                if not job.finished:
+                    engine._changed.wait(poll_s)
+                finished = job.finished
+                progress = job.progress
+                if job.state == "queued":
+                    progress = dataclasses.replace(progress, queued_behind=engine._queued_ahead(job))
+            if finished:
+                break
+            if on_poll:
+                on_poll(progress)
+        if job.state == "done":
+            return pickle.loads(job.payload)
+        if job.state == "cancelled":
+            raise Cancelled
+        raise job.error
+
+    def cancel(self) -> None:
+        """Leave the job; it stops once no other caller waits for it. Safe to call twice."""
+        if self._attached:
+            self._attached = False
+            self._engine._leave(self._job)
+
+
+class Engine:
+    def __init__(self, workers: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.size = workers or pool_size()
+        self.threads_per_worker = max(1, usable_cores() // self.size)
+        self.timeout_s = timeout_s
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload(PRELOAD)
+        self._changed = threading.Condition()  # guards every field below; notified on any job change
+        self._workers: list[_Worker] = []
+        self._queue: list[_Job] = []
+        self._in_flight: dict[tuple, _Job] = {}
+        self._cache: OrderedDict[tuple, bytes] = OrderedDict()
+        self._cache_bytes = 0
+        self._closed = False
+        self._start_failures = 0
+        self._wake_read, self._wake_write = socket.socketpair()
+        self._thread = threading.Thread(target=self._dispatch, daemon=True, name="run-engine")
+        self._thread.start()
+        atexit.register(self.close)  # before multiprocessing's own exit handler would wait for the workers
+
+    # --- for callers ---
+
+    def submit(self, fn: Callable, options: Any, *, timeout_s: float | None = None, priority: int = 0) -> Run:
+        """Queue `fn(options)` (or join the same request in flight, or answer from the cache).
+
+        Lower `priority` runs first among queued jobs: a page submits its main figure's run at 0.
+        """
+        key = experiment_key(fn, options)
+        with self._changed:
+            if self._closed:
+                raise RunFailed("the run engine has been shut down")
+            job = self._in_flight.get(key)
+            if job is None:
+                job = _Job(fn, options, timeout_s or self.timeout_s, priority)
+                if key in self._cache:
+                    self._cache.move_to_end(key)
+                    job.state, job.payload = "done", self._cache[key]
+                else:
+                    self._in_flight[key] = job
+                    self._queue.append(job)
+            job.priority = min(job.priority, priority)
+            job.waiters += 1
+        self._wake()
+        return Run(self, job)
+
+    def cached(self, fn: Callable, options: Any) -> Any | None:
+        """A copy of the cached result, or None: for views that show a result only once someone asked for it."""
+        with self._changed:
+            payload = self._cache.get(experiment_key(fn, options))
+        return None if payload is None else pickle.loads(payload)
+
+    def run(self, fn: Callable, options: Any, on_poll: Callable[[Progress], None] | None = None, **kw) -> Any:
+        """Submit and wait; leaving early (an exception in on_poll) leaves the run."""
+        run = self.submit(fn, options, **kw)
+        try:
+            return run.result(on_poll)
+        finally:
+            run.cancel()
+
+    def worker_pids(self) -> list[int]:
+        with self._changed:
+            return [w.process.pid for w in self._workers]
+
+    def busy_pids(self) -> list[int]:
+        with self._changed:
+            return [w.process.pid for w in self._workers if w.job]
+
+    def close(self) -> None:
+        """Stop every run and worker; the engine refuses new work afterwards."""
+        with self._changed:
+            if self._closed:
+                return
+            self._closed = True
+        self._wake()
+        self._thread.join(10)
+
+    # --- bookkeeping (callers hold self._changed) ---
+
+    def _queued_ahead(self, job: _Job) -> int:
+        return sum(1 for other in self._queue if (other.priority, other.id) < (job.priority, job.id))
+
+    def _leave(self, job: _Job) -> None:
+        with self._changed:
+            job.waiters -= 1
+            if job.waiters > 0 or job.finished:
+                return
+            if job.state == "queued":
+                self._queue.remove(job)
+                self._finish(job, "cancelled")
+            elif job.worker and job.worker.cancel_deadline is None:
+                self._in_flight.pop(job.key, None)  # a new request for the same options starts afresh
+                job.worker.cancel_deadline = time.monotonic() + CANCEL_GRACE_S
+                with contextlib.suppress(OSError):
+                    job.worker.conn.send(("cancel", job.id))
+        self._wake()
+
+    def _finish(self, job: _Job, state: str, payload: bytes | None = None, error: RunFailed | None = None) -> None:
+        job.state, job.payload, job.error = state, payload, error
+        self._in_flight.pop(job.key, None)
+        if job.worker:
+            job.worker.job, job.worker.cancel_deadline, job.worker = None, None, None
+        if state == "done":
+            self._remember(job.key, payload)
+        self._changed.notify_all()
+
+    def _remember(self, key: tuple, payload: bytes) -> None:
+        if len(payload) > CACHE_MAX_BYTES // 4:
+            return
+        self._cache[key] = payload
+        self._cache_bytes += len(payload)
+        while len(self._cache) > CACHE_MAX_ENTRIES or self._cache_bytes > CACHE_MAX_BYTES:
+            _, dropped = self._cache.popitem(last=False)
+            self._cache_bytes -= len(dropped)
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            self._wake_write.send(b"x")
+
+    # --- the management thread ---
+
+    def _dispatch(self) -> None:
+        try:
+            while not self._closed:
+                self._start_missing_workers()
+                with self._changed:
+                    self._assign_queued_jobs()
+                    watched = {w.conn: w for w in self._workers} | {w.process.sentinel: w for w in self._workers}
+                    timeout = self._seconds_to_next_deadline()
+                ready = multiprocessing.connection.wait([*watched, self._wake_read], timeout)
+                with self._changed:
+                    if self._wake_read in ready:
+                        with contextlib.suppress(BlockingIOError):
+                            self._wake_read.recv(4096)
+                    for item in ready:
+                        worker = watched.get(item)
+                        if worker in self._workers:
+                            self._service(worker, from_sentinel=item is worker.process.sentinel)
+                    self._enforce_deadlines()
+        finally:
+            self._shut_down_workers()
+
+    def _start_missing_workers(self) -> None:
+        while len(self._workers) < self.size and not self._closed:
+            worker = _Worker(self._context, self.threads_per_worker)  # outside the lock: the first start is slow
+            with self._changed:
+                self._workers.append(worker)
+
+    def _assign_queued_jobs(self) -> None:
+        for worker in self._workers:
+            if not (worker.ready and worker.job is None and self._queue):
+                continue
+            job = min(self._queue, key=lambda j: (j.priority, j.id))
+            self._queue.remove(job)
+            try:
+                worker.conn.send(("run", job.id, job.fn, job.options))
+            except Exception as error:  # unpicklable options, or the worker just died
+                self._finish(job, "failed", error=RunFailed(f"could not start the run: {error}"))
+                continue
+            job.state, job.worker, worker.job = "running", worker, job
+            job.deadline = time.monotonic() + job.timeout_s
+        self._changed.notify_all()
+
+    def _seconds_to_next_deadline(self) -> float:
+        deadlines = [w.job.deadline for w in self._workers if w.job]
+        deadlines += [w.cancel_deadline for w in self._workers if w.cancel_deadline]
+        return max(0.0, min(deadlines, default=time.monotonic() + 1.0) - time.monotonic())
+
+    def _service(self, worker: _Worker, from_sentinel: bool) -> None:
+        """Read what a worker sent; a dead worker fails its job and is replaced."""
+        try:
+            while not from_sentinel and worker.conn.poll():
+                self._handle(worker, worker.conn.recv())
+            if not from_sentinel:
+                return
+        except (EOFError, OSError):
+            pass
+        worker.process.join(1)
+        code = worker.process.exitcode
+        how = f"killed by signal {-code}" if code and code < 0 else f"exit code {code}"
+        if not worker.ready:
+            self._start_failures += 1
+            if self._start_failures >= START_FAILURES_ALLOWED:  # do not crash-loop: tell every waiting caller
+                for job in list(self._queue):
+                    self._queue.remove(job)
+                    self._finish(job, "failed", error=RunFailed(f"worker processes cannot start ({how})"))
+        self._replace(
+            worker,
+            WorkerCrashed(
+                f"the worker process running this experiment stopped unexpectedly ({how}); "
+                "a fresh worker has been started, so running it again should work"
+            ),
+        )
+
+    def _handle(self, worker: _Worker, message: tuple) -> None:
+        kind, job = message[0], worker.job
+        if kind == "ready":
+            worker.ready = True
+            self._start_failures = 0
+        elif job is None or message[1] != job.id:
+            return  # a late message from a run that already ended
+        elif kind == "progress":
+            job.progress = message[2]
+            self._changed.notify_all()
+        elif kind == "done":
+            self._finish(job, "done", payload=message[2])
+        elif kind == "cancelled":
+            self._finish(job, "cancelled")
+        elif kind == "failed":
+            self._finish(job, "failed", error=RunFailed(message[2]))
+
+    def _enforce_deadlines(self) -> None:
+        now = time.monotonic()
+        for worker in list(self._workers):
+            if worker.job and now >= worker.job.deadline:
+                limit = worker.job.timeout_s
+                self._replace(worker, RunTimedOut(f"the run took longer than its {limit:g} s limit and was stopped"))
+            elif worker.cancel_deadline and now >= worker.cancel_deadline:
+                self._replace(worker, None)
+
+    def _replace(self, worker: _Worker, error: RunFailed | None) -> None:
+        """Kill a worker (and its process group); its job fails with `error`, or is cancelled when None."""
+        job = worker.job
+        if job:
+            self._finish(job, "cancelled" if error is None else "failed", error=error)
+        self._workers.remove(worker)
+        worker.kill()  # the next dispatch round starts a fresh one
+
+    def _shut_down_workers(self) -> None:
+        with self._changed:
+            for job in [*self._queue, *(w.job for w in self._workers if w.job)]:
+                self._finish(job, "failed", error=RunFailed("the run engine was shut down"))
+            self._queue.clear()
+            workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.kill()
+        self._wake_read.close()
+        self._wake_write.close()
+
+
+_default: Engine | None = None
+_default_lock = threading.Lock()
+
+
+def default_engine() -> Engine:
+    """The process's shared engine, started on first use and stopped when the process exits."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Engine()
+        return _default

@@ -1,0 +1,222 @@
+"""The run engine: results, progress, cache, sharing, cancellation, time limits, crashes, process state."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from explorers import engine
+from explorers.engine import Cancelled, Engine, RunFailed, RunTimedOut, WorkerCrashed
+from explorers.profiler.experiment import ProfileOptions, profile
+
+# --- experiments (module level, so a worker can import them by name) ---
+
+
+def count_to(n: int, report=None) -> dict:
+    """Reports every step with the numbers so far; returns who ran it and a token unique to this run."""
+    for i in range(n):
+        time.sleep(0.05)
+        if report:
+            report(i + 1, n, list(range(i + 1)))
+    return {"pid": os.getpid(), "token": os.urandom(8).hex(), "n": n}
+
+
+def sleep_without_reporting(seconds: float, report=None) -> int:
+    time.sleep(seconds)  # never reports: a cancel can only take effect by killing the worker
+    return os.getpid()
+
+
+def fail(message: str, report=None) -> None:
+    raise ValueError(message)
+
+
+def change_process_state(seed: int, report=None) -> dict:
+    before = {
+        "threads": torch.get_num_threads(),
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "draw": torch.rand(1).item(),
+    }
+    torch.set_num_threads(torch.get_num_threads() + 1)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(seed)
+    return before
+
+
+def pid(_: int, report=None) -> int:
+    return os.getpid()
+
+
+# --- fixtures and helpers ---
+
+
+@pytest.fixture(scope="module")
+def pool():
+    pool = Engine(workers=1)
+    yield pool
+    pool.close()
+
+
+def wait_until(condition, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.02)
+
+
+def group_members(group_id: int) -> list[int]:
+    """Live processes in a process group (the worker leads its own; DataLoader workers join it)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group_id and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+# --- tests ---
+
+
+def test_result_and_progress_with_partial_data_stream_back(pool):
+    seen = []
+    value = pool.submit(count_to, 6).result(on_poll=lambda p: seen.append((p.done, p.total, p.partial)))
+    assert value["n"] == 6 and value["pid"] != os.getpid()
+    reported = [s for s in seen if s[1]]
+    assert reported, "no progress reached the caller"
+    assert all(partial == list(range(done)) for done, total, partial in reported)
+    assert [done for done, *_ in reported] == sorted(done for done, *_ in reported)
+
+
+def test_results_are_cached_by_options_and_handed_out_as_copies(pool):
+    first = pool.submit(count_to, 3).result()
+    first["n"] = "changed by a caller"
+    start = time.monotonic()
+    again = pool.submit(count_to, 3)
+    assert again.done  # answered from the cache, no worker involved
+    assert again.result()["token"] == first["token"] and again.result()["n"] == 3
+    assert time.monotonic() - start < 0.05
+    assert pool.cached(count_to, 3)["token"] == first["token"] and pool.cached(count_to, 999) is None
+
+
+def test_identical_requests_in_flight_share_one_run(pool):
+    a, b = pool.submit(count_to, 7), pool.submit(count_to, 7)
+    assert a.result()["token"] == b.result()["token"]
+
+
+def test_leaving_cancels_a_run_at_its_next_report_and_the_worker_serves_on(pool):
+    worker = pool.submit(pid, 1).result()
+    handle = pool.submit(count_to, 400)  # about 20 s
+    wait_until(lambda: handle.progress.done > 0)
+    start = time.monotonic()
+    handle.cancel()
+    with pytest.raises(Cancelled):
+        handle.result()
+    assert time.monotonic() - start < 1.0
+    assert pool.submit(pid, 2).result() == worker  # cancelled cooperatively: same worker process
+
+
+def test_a_run_that_never_reports_is_stopped_by_killing_its_worker(pool):
+    handle = pool.submit(sleep_without_reporting, 30.0)
+    wait_until(lambda: pool.busy_pids())
+    stuck = pool.busy_pids()[0]
+    start = time.monotonic()
+    handle.cancel()
+    with pytest.raises(Cancelled):
+        handle.result()
+    assert time.monotonic() - start < engine.CANCEL_GRACE_S + 1.0
+    assert pool.submit(pid, 3).result() != stuck  # a fresh worker answers
+
+
+def test_one_caller_leaving_does_not_cancel_a_run_another_waits_for(pool):
+    staying, leaving = pool.submit(count_to, 8), pool.submit(count_to, 8)
+    wait_until(lambda: staying.progress.done > 0)
+    leaving.cancel()
+    assert staying.result()["n"] == 8
+
+
+def test_an_experiment_error_is_a_plain_message_and_the_worker_survives(pool):
+    worker = pool.submit(pid, 4).result()
+    with pytest.raises(RunFailed, match="ValueError: width must be positive"):
+        pool.submit(fail, "width must be positive").result()
+    assert pool.submit(pid, 5).result() == worker
+
+
+def test_a_worker_killed_from_outside_fails_its_run_and_is_replaced(pool):
+    handle = pool.submit(count_to, 300)
+    wait_until(lambda: handle.progress.done > 0)
+    victim = pool.busy_pids()[0]
+    os.kill(victim, signal.SIGKILL)
+    with pytest.raises(WorkerCrashed, match="killed by signal 9"):
+        handle.result()
+    assert pool.submit(pid, 6).result() != victim
+
+
+def test_time_limit_stops_the_run_and_ends_the_worker_with_its_dataloader_processes(pool):
+    pool.submit(profile, ProfileOptions(num_workers=1, warmup=0, active=1)).result()  # DataLoader start-up paid
+    options = ProfileOptions(data_cost_ms=50, num_workers=1, warmup=5, active=10, seed=1)  # ~1.5 s of data work
+    handle = pool.submit(profile, options, timeout_s=1.0)
+    wait_until(lambda: handle.progress.done > 0, timeout_s=30)
+    worker = pool.busy_pids()[0]
+    assert len(group_members(worker)) >= 2  # the worker and at least its DataLoader worker
+    with pytest.raises(RunTimedOut, match="1 s limit"):
+        handle.result()
+    wait_until(lambda: group_members(worker) == [], timeout_s=5)
+    assert pool.submit(pid, 7).result() != worker
+
+
+def test_process_wide_state_is_reset_between_runs_and_never_touches_the_caller(pool):
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    first = pool.submit(change_process_state, 1).result()
+    second = pool.submit(change_process_state, 2).result()  # same worker: sees none of the first run's changes
+    assert second == first
+    assert first["threads"] == pool.threads_per_worker and not first["deterministic"]
+    assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == (threads, deterministic)
+
+
+def test_a_more_urgent_run_is_started_first(pool):
+    blocker = pool.submit(sleep_without_reporting, 0.5)
+    wait_until(lambda: pool.busy_pids())
+    later = pool.submit(count_to, 2, priority=1)
+    urgent = pool.submit(count_to, 1, priority=0)
+    finished = []
+    threads = [
+        threading.Thread(target=lambda h=h, name=name: (h.result(), finished.append(name)))
+        for h, name in ((later, "later"), (urgent, "urgent"))
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    blocker.result()
+    assert finished == ["urgent", "later"]
+
+
+def test_pool_size_follows_cores_and_free_memory(monkeypatch):
+    monkeypatch.delenv("EXPLORER_WORKERS", raising=False)
+    assert engine.pool_size(cores=2, available_bytes=64 * 2**30) == 2
+    assert engine.pool_size(cores=16, available_bytes=64 * 2**30) == engine.MAX_WORKERS
+    assert engine.pool_size(cores=8, available_bytes=3 * engine.WORKER_MEMORY_BYTES) == 3
+    assert engine.pool_size(cores=8, available_bytes=2**20) == 1
+    monkeypatch.setenv("EXPLORER_WORKERS", "1")
+    assert engine.pool_size(cores=8, available_bytes=64 * 2**30) == 1
+
+
+def test_closing_the_engine_ends_every_worker():
+    pool = Engine(workers=2)
+    handle = pool.submit(count_to, 200)
+    wait_until(lambda: handle.progress.done > 0)
+    workers = pool.worker_pids()
+    pool.close()
+    with pytest.raises(RunFailed, match="shut down"):
+        handle.result()
+    wait_until(lambda: all(group_members(w) == [] for w in workers), timeout_s=5)
+    with pytest.raises(RunFailed):
+        pool.submit(pid, 8)

@@ -1,0 +1,93 @@
+"""Pages run their experiments on the shared run engine through here.
+
+`run` answers from the engine's cache at once when it can; otherwise it shows a progress
+bar while a worker process runs the experiment. Streamlit stops a script by raising out
+of its next `st` call (a changed control, another page, Streamlit's Stop, a closed tab),
+and the progress bar makes such a call every poll, so the run is left within a poll: the
+engine cancels it unless another session is waiting for the same result. A failed run
+(an error, its time limit, a killed worker) shows a plain message, never a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import streamlit as st
+
+from explorers.engine import Cancelled, Progress, Run, RunFailed, default_engine
+
+POLL_S = 0.1
+
+
+def start_engine() -> None:
+    """Start the workers early (the home page does), so the first lab a user opens finds them warm."""
+    default_engine()
+
+
+def _show(bar, label: str, progress: Progress) -> None:
+    if progress.queued_behind:
+        bar.progress(0.0, text=f"{label}: waiting for a free worker ({progress.queued_behind} run(s) ahead)")
+    elif progress.total:
+        bar.progress(progress.fraction, text=f"{label}: {progress.done} of {progress.total}")
+    else:
+        bar.progress(0.0, text=f"{label}: starting…")
+
+
+def _failed(label: str, error: Exception) -> None:
+    reason = "it was cancelled" if isinstance(error, Cancelled) else str(error)
+    st.error(f"**{label} did not finish:** {reason}", icon=":material/error:")
+    st.button("Run again", key=f"again-{label}", icon=":material/refresh:")
+    st.stop()
+
+
+def run(fn: Callable, options: Any, *, label: str, timeout_s: float | None = None, priority: int = 0) -> Any:
+    """`fn(options)` on the engine, with progress; a failure shows its message and stops the page."""
+    return run_all(fn, [options], label=label, timeout_s=timeout_s, priority=priority)[0]
+
+
+def run_all(
+    fn: Callable,
+    options_list: Sequence[Any],
+    *,
+    label: str,
+    timeout_s: float | None = None,
+    priority: int = 0,
+    on_result: Callable[[int, Any], None] | None = None,
+) -> list[Any]:
+    """Several runs at once (the workers share them out); `on_result(i, value)` as each one arrives, in order.
+
+    The first option set is submitted at `priority`, the rest after it, so a page's main
+    figure is computed before its supporting ones, in every session.
+    """
+    engine = default_engine()
+    handles: list[Run] = [
+        engine.submit(fn, options, timeout_s=timeout_s, priority=priority + (index > 0))
+        for index, options in enumerate(options_list)
+    ]
+    bar = None
+    results = []
+    try:
+        for index, handle in enumerate(handles):
+            if not handle.done and bar is None:
+                bar = st.empty()
+            part = f"{label} ({index + 1} of {len(handles)})" if len(handles) > 1 else label
+            value = handle.result(on_poll=lambda progress, part=part: _show(bar, part, progress), poll_s=POLL_S)
+            results.append(value)
+            if on_result:
+                on_result(index, value)
+    except (RunFailed, Cancelled) as error:
+        if bar is not None:
+            bar.empty()
+        _failed(label, error)
+    finally:
+        for handle in handles:
+            handle.cancel()
+    if bar is not None:
+        bar.empty()
+    return results
+
+
+def cached(fn: Callable, options: Any) -> Any | None:
+    """A result someone already computed, without starting a run."""
+    return default_engine().cached(fn, options)
