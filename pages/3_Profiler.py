@@ -83,8 +83,15 @@ def apply(change: ProfileOptions) -> None:
 
 options = options_now()
 result = profile(options)
-hidden = ("device", "pin_memory", "synchronize", "repeat")
-settings = {k: v for k, v in dataclasses.asdict(options).items() if k not in hidden}
+
+
+def shown(options: ProfileOptions) -> dict:
+    """The settings a caption states (the device has its own line; the rest are GPU-only or bookkeeping)."""
+    hidden = ("device", "pin_memory", "synchronize", "repeat")
+    return {k: v for k, v in dataclasses.asdict(options).items() if k not in hidden}
+
+
+settings = shown(options)
 
 verdict, change = st.columns([3, 2])
 verdict.markdown(f"### Verdict: {result.verdict}\n{result.evidence}")
@@ -106,7 +113,7 @@ if before is not None and before != options:
     with left:
         figures.plotly(
             charts.phases_figure(before_result, "Before the change"),
-            figures.caption("Before", {k: v for k, v in dataclasses.asdict(before).items() if k not in hidden}, page.device),
+            figures.caption("Before", shown(before), page.device),
             "profiler-before",
         )
     with right:
@@ -163,7 +170,9 @@ figures.predict_then_reveal(
     "data",
     ""
     if st.session_state.get(choice_key) is None
-    else lesson.data_cost_evidence(profile(dataclasses.replace(options, data_cost_ms=20, num_workers=0)), options, result),
+    else lesson.data_cost_evidence(
+        profile(dataclasses.replace(options, data_cost_ms=20, num_workers=0)), options, result
+    ),
 )
 figures.notes_download(
     "Profiler lab",

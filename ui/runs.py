@@ -69,10 +69,14 @@ def run_all(
     results = []
     try:
         for index, handle in enumerate(handles):
-            if not handle.done and bar is None:
+            if bar is None and not handle.done:
                 bar = st.empty()
             part = f"{label} ({index + 1} of {len(handles)})" if len(handles) > 1 else label
-            value = handle.result(on_poll=lambda progress, part=part: _show(bar, part, progress), poll_s=POLL_S)
+
+            def show(progress: Progress, bar=bar, part=part) -> None:
+                _show(bar, part, progress)
+
+            value = handle.result(on_poll=show, poll_s=POLL_S)
             results.append(value)
             if on_result:
                 on_result(index, value)
