@@ -2,9 +2,11 @@
 
 import streamlit as st
 
-from explorers import modes
-from explorers.modes import ModesOptions
-from ui import figures
+from explorers.modes import experiment as modes
+from explorers.modes import figures as charts
+from explorers.modes import lesson
+from explorers.modes.experiment import ModesOptions
+from ui import figures, runs
 from ui.fields import FloatField, IntField
 from ui.frame import start_lab
 
@@ -17,10 +19,6 @@ FIELDS = (
     IntField("repeats", DEFAULT.repeats, *modes.REPEATS_RANGE),
     IntField("seed", DEFAULT.seed, *modes.SEED_RANGE),
 )
-
-# Cached per option set: both results are plain data, and st.cache_data hands each session its own copy.
-lab_grid = st.cache_data(max_entries=64, show_spinner=False)(modes.lab_grid)
-misleading_validation = st.cache_data(max_entries=64, show_spinner=False)(modes.misleading_validation)
 
 page = start_lab("modes", FIELDS)
 key = page.key
@@ -51,32 +49,36 @@ settings = {
     "BN momentum": options.momentum,
     "seed": options.seed,
 }
-grid = lab_grid(options)
+# Both run at once on the engine's workers; the grid (the main figure) is started first.
+grid, validation = runs.run_all(
+    [(modes.lab_grid, modes.grid_options(options)), (modes.misleading_validation, options)],
+    label="Running the modes",
+)
 
 st.subheader("Six combinations, one forward each")
 st.caption("Each cell starts from the same weights and buffers; every ✓ and ✗ is measured, not looked up.")
-figures.plotly(modes.grid_figure(grid), figures.caption("Mode grid", settings, page.device), "modes-grid")
+figures.plotly(charts.grid_figure(grid), figures.caption("Mode grid", settings, page.device), "modes-grid")
 columns = st.columns(3)
 for index, cell in enumerate(grid):
-    with columns[index % 3].expander(f"Evidence: {modes.cell_label(cell)}"):
-        st.markdown(modes.cell_evidence(cell))
+    with columns[index % 3].expander(f"Evidence: {charts.cell_label(cell)}"):
+        st.markdown(lesson.cell_evidence(cell))
 
 memory, validation_column = st.columns(2, gap="large")
 with memory:
     st.subheader("What each grad mode keeps for backward")
-    figures.plotly(modes.saved_bytes_figure(grid), figures.caption("Saved bytes", settings, page.device), "modes-saved")
+    figures.plotly(
+        charts.saved_bytes_figure(grid), figures.caption("Saved bytes", settings, page.device), "modes-saved"
+    )
 with validation_column:
     st.subheader("Misleading validation")
-    with st.spinner("Training a small model, then validating it in both modes…"):
-        validation = misleading_validation(options)
     figures.plotly(
-        modes.validation_figure(validation),
+        charts.validation_figure(validation),
         figures.caption("Validation accuracy", {**settings, "repeats": options.repeats}, page.device),
         "modes-validation",
     )
 
-lesson = modes.explain(grid, validation)
-figures.why_panel(lesson)
+lines = lesson.explain(grid, validation)
+figures.why_panel(lines)
 cell = grid[("train", "no_grad")]
 figures.predict_then_reveal(
     key("predict"),
@@ -90,8 +92,8 @@ figures.notes_download(
     "Modes lab",
     figures.caption("Modes lab", settings, page.device),
     {
-        "What happened": "\n".join(f"- {line}" for line in lesson),
-        "Grid": figures.markdown_table(modes.grid_rows(grid)),
+        "What happened": "\n".join(f"- {line}" for line in lines),
+        "Grid": figures.markdown_table(charts.grid_rows(grid)),
     },
     "modes",
 )

@@ -5,9 +5,11 @@ import dataclasses
 import streamlit as st
 
 from explorers import memory
-from explorers import memory_lab as lab
-from explorers.memory_lab import MemoryOptions
-from ui import figures
+from explorers.memory import experiment as lab
+from explorers.memory import figures as charts
+from explorers.memory import lesson
+from explorers.memory.experiment import MemoryOptions
+from ui import figures, runs
 from ui.fields import BoolField, ChoiceField, IntField
 from ui.frame import start_lab
 
@@ -55,63 +57,75 @@ except ValueError as error:  # e.g. a width the heads do not divide
     options = dataclasses.replace(DEFAULT, device=page.device)
 settings = {k: v for k, v in dataclasses.asdict(options).items() if k != "device"}
 
-bar = st.progress(0.0, text="Measuring…")
-points = lab.sweep(
-    options,
-    lab.sweep_batches(options),
-    on_point=lambda done, total: bar.progress(done / total, text=f"Batch size {done} of {total}"),
-)
-bar.empty()
-current = next(p for p in points if p.batch == options.batch_size)
-result = current.result
-if not current.measured:
-    st.info(
-        f"Batch {options.batch_size:,} was estimated on fake tensors, not allocated: its peak "
-        f"({result.peak / 2**20:,.0f} MiB) is over what this lab allocates for real "
-        f"(the smaller of {lab.MEASURE_LIMIT_BYTES // 2**20} MiB and a quarter of this machine's free memory)."
-    )
-
-columns = st.columns(5)
-for column, category in zip(
-    columns, ("parameters", "gradients", "optimizer_state", "activations", "peak"), strict=True
-):
-    value = getattr(result, category)
-    predicted = result.predicted.get(category)
-    column.metric(
-        category.replace("_", " "),
-        f"{value / 2**20:,.2f} MiB",
-        delta=None if predicted is None else f"predicted {predicted / 2**20:,.2f} MiB",
-        delta_color="off",
-        delta_arrow="off",
-    )
-
-figures.plotly(
-    lab.sweep_figure(points, options), figures.caption("Memory by batch size", settings, page.device), "memory-sweep"
-)
+measured = lab.without_view_settings(options)
+# The chosen batch first (its metrics, timeline and bar answer the slider), then the other sweep points.
+batches = lab.sweep_batches(options)
+order = [options.batch_size, *(b for b in batches if b != options.batch_size)]
+metrics_slot, sweep_slot = st.container(), st.empty()
 timeline, retention = st.columns(2, gap="large")
-with timeline:
-    figures.plotly(
-        lab.timeline_figure(result),
-        figures.caption("Live memory through one step", settings, page.device),
-        "memory-timeline",
-    )
+remedies_slot = st.container()
+arrived: dict[int, lab.Point] = {}
+
+
+def show_metrics(point: lab.Point) -> None:
+    result = point.result
+    if not point.measured:
+        st.info(
+            f"Batch {options.batch_size:,} was estimated on fake tensors, not allocated: its peak "
+            f"({result.peak / 2**20:,.0f} MiB) is over what this lab allocates for real "
+            f"(the smaller of {lab.MEASURE_LIMIT_BYTES // 2**20} MiB and a quarter of this machine's free memory)."
+        )
+    for column, category in zip(
+        st.columns(5), ("parameters", "gradients", "optimizer_state", "activations", "peak"), strict=True
+    ):
+        predicted = result.predicted.get(category)
+        column.metric(
+            category.replace("_", " "),
+            f"{getattr(result, category) / 2**20:,.2f} MiB",
+            delta=None if predicted is None else f"predicted {predicted / 2**20:,.2f} MiB",
+            delta_color="off",
+            delta_arrow="off",
+        )
+
+
+def show_point(index: int, point: lab.Point, settled: bool) -> None:
+    arrived[point.batch] = point
+    if index == 0:
+        with metrics_slot:
+            show_metrics(point)
+        with timeline:
+            figures.plotly(
+                charts.timeline_figure(point.result),
+                figures.caption("Live memory through one step", settings, page.device),
+                "memory-timeline",
+            )
+    if not settled:
+        return
+    points_so_far = tuple(arrived[b] for b in batches if b in arrived)
+    with sweep_slot.container():  # redrawn as each batch size arrives; the key settles once all are in
+        figures.plotly(
+            charts.sweep_figure(points_so_far, options),
+            figures.caption("Memory by batch size", settings, page.device),
+            "memory-sweep",
+            key=f"memory-sweep-{len(points_so_far)}",
+        )
+
+
+sweep = [(lab.batch_point, dataclasses.replace(measured, batch_size=b)) for b in order]
+runs.run_all(sweep, label="Measuring batch sizes", on_result=show_point)
+points = tuple(arrived[b] for b in batches)
+result = arrived[options.batch_size].result
+
 with retention:
-    curves = lab.retention(MemoryOptions(preset="mlp", width=256, depth=2, device=page.device))
+    curves = runs.run(lab.retention, dataclasses.replace(lab.RETENTION_OPTIONS, device=page.device), label="Loops")
     figures.plotly(
-        lab.retention_figure(curves),
+        charts.retention_figure(curves),
         "Accidental retention · MLP width 256, depth 2, batch 32 · " + figures.caption("", {}, page.device).strip(" ·"),
         "memory-retention",
     )
 
-st.subheader("The largest batch that fits, under each remedy")
-if st.button(f"Find them for a {options.budget_gb} GB device (estimated, nothing allocated)", key="remedies"):
-    progress = st.progress(0.0)
-    table = lab.remedies_table(options, on_remedy=lambda i, n: progress.progress(i / n, text=f"Remedy {i + 1} of {n}"))
-    progress.empty()
-    st.dataframe(table, hide_index=True)
-
-lesson = lab.explain(options, result, points)
-figures.why_panel(lesson)
+lines = lesson.explain(options, result, points)
+figures.why_panel(lines)
 doubled = [p for p in points if p.batch in (options.batch_size, 2 * options.batch_size)]
 evidence = ""
 if len(doubled) == 2:
@@ -127,6 +141,22 @@ figures.predict_then_reveal(
 figures.notes_download(
     "Memory lab",
     figures.caption("Memory lab", settings, page.device),
-    {"What happened": "\n".join(f"- {line}" for line in lesson)},
+    {"What happened": "\n".join(f"- {line}" for line in lines)},
     "memory",
 )
+
+# Last, so everything above is on screen while it runs; once found, the table stays for these settings.
+with remedies_slot:
+    st.subheader("The largest batch that fits, under each remedy")
+    table = runs.cached(lab.remedies_table, options)
+    if table is None and st.session_state.get(key("remedies_for")) == options:
+        table = runs.run(lab.remedies_table, options, label="Trying remedies")
+    if table is None:
+        st.button(
+            f"Find them for a {options.budget_gb} GB device (estimated, nothing allocated)",
+            key="remedies",
+            on_click=lambda: st.session_state.update({key("remedies_for"): options}),
+        )
+    else:
+        st.dataframe(table, hide_index=True)
+        st.caption(figures.caption(f"Largest batch on a {options.budget_gb} GB device", settings, page.device))

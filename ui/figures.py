@@ -44,13 +44,16 @@ def graph(dot_source: str, caption_text: str, file_stem: str) -> None:
     )
 
 
-def plotly(figure: go.Figure, caption_text: str, file_stem: str) -> None:
-    """A plotly chart whose toolbar camera saves a 2x PNG named after the lab."""
+def plotly(figure: go.Figure, caption_text: str, file_stem: str, key: str | None = None) -> None:
+    """A plotly chart whose toolbar camera saves a 2x PNG named after the lab.
+
+    `key` is for a chart redrawn within one run as its data arrives: each draft needs its own.
+    """
     figure.update_layout(font={"size": FONT_SIZE, "color": "#222"}, template="plotly_white")
     if figure.layout.margin.t is None:  # a figure that sets its own margins keeps them
         figure.update_layout(margin={"t": 50, "b": 40, "l": 60, "r": 20})
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": file_stem, "scale": 2}}
-    st.plotly_chart(figure, config=config, key=f"{file_stem}-chart", theme=None)  # keep our projector-size fonts
+    st.plotly_chart(figure, config=config, key=key or f"{file_stem}-chart", theme=None)  # keep our projector-size fonts
     st.caption(caption_text)
 
 

@@ -43,27 +43,30 @@ def _failed(label: str, error: Exception) -> None:
 
 def run(fn: Callable, options: Any, *, label: str, timeout_s: float | None = None, priority: int = 0) -> Any:
     """`fn(options)` on the engine, with progress; a failure shows its message and stops the page."""
-    return run_all(fn, [options], label=label, timeout_s=timeout_s, priority=priority)[0]
+    return run_all([(fn, options)], label=label, timeout_s=timeout_s, priority=priority)[0]
 
 
 def run_all(
-    fn: Callable,
-    options_list: Sequence[Any],
+    requests: Sequence[tuple[Callable, Any]],
     *,
     label: str,
     timeout_s: float | None = None,
     priority: int = 0,
-    on_result: Callable[[int, Any], None] | None = None,
+    on_result: Callable[[int, Any, bool], None] | None = None,
 ) -> list[Any]:
-    """Several runs at once (the workers share them out); `on_result(i, value)` as each one arrives, in order.
+    """Several runs at once (the workers share them out); `on_result(i, value, settled)` as each arrives, in order.
 
-    The first option set is submitted at `priority`, the rest after it, so a page's main
-    figure is computed before its supporting ones, in every session.
+    `settled` is True when no further result is ready yet (or this is the last): the moment to
+    redraw a figure that grows with the results, rather than once per cached result.
+
+    `requests` are (experiment, options) pairs. The first is submitted at `priority`, the
+    rest after it, so a page's main figure is computed before its supporting ones, in
+    every session.
     """
     engine = default_engine()
     handles: list[Run] = [
         engine.submit(fn, options, timeout_s=timeout_s, priority=priority + (index > 0))
-        for index, options in enumerate(options_list)
+        for index, (fn, options) in enumerate(requests)
     ]
     bar = None
     results = []
@@ -79,7 +82,7 @@ def run_all(
             value = handle.result(on_poll=show, poll_s=POLL_S)
             results.append(value)
             if on_result:
-                on_result(index, value)
+                on_result(index, value, index + 1 == len(handles) or not handles[index + 1].done)
     except (RunFailed, Cancelled) as error:
         if bar is not None:
             bar.empty()

@@ -6,8 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from explorers import memory, memory_lab
-from explorers.memory_lab import MemoryOptions
+from explorers import memory
+from explorers.memory import experiment as memory_lab
+from explorers.memory.experiment import MemoryOptions
 
 
 def mlp(batch=64, width=128, depth=3):
@@ -106,6 +107,12 @@ def test_largest_batch_that_fits_is_the_boundary():
     largest = memory_lab.largest_batch_that_fits(options, budget)
     assert memory_lab.estimate_point(options, largest).peak <= budget
     assert memory_lab.estimate_point(options, 2 * largest).peak > budget
+
+
+def test_the_device_budget_never_changes_what_is_measured():
+    eight, eighty = MemoryOptions(budget_gb=8), MemoryOptions(budget_gb=80)
+    assert memory_lab.without_view_settings(eight) == memory_lab.without_view_settings(eighty)
+    assert memory_lab.without_view_settings(MemoryOptions(width=64)) != memory_lab.without_view_settings(eight)
 
 
 def test_gradient_accumulation_shrinks_activations_only():

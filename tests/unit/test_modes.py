@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from explorers import modes
-from explorers.modes import ModesOptions, mode_grid
+from explorers.modes import ModesOptions, figures, lesson, mode_grid
 
 
 def model_with_dropout_and_bn():
@@ -102,14 +102,14 @@ def test_without_dropout_train_mode_validation_no_longer_scatters():
 
 
 def test_figures_and_lesson_carry_the_measurements(grid):
-    figure = modes.grid_figure(grid)
+    figure = figures.grid_figure(grid)
     heat = figure.data[0]
     assert len(heat.x) == 6 and "dropout drops units" in heat.y
     row = list(heat.y).index("builds a graph")
     assert list(heat.z[row]) == [1.0, 0.0, 0.0, 1.0, 0.0, 0.0]
-    bars = modes.saved_bytes_figure(grid).data[0]
+    bars = figures.saved_bytes_figure(grid).data[0]
     assert list(bars.y) == [c.saved_bytes for c in grid]
-    text = " ".join(modes.explain(grid))
+    text = " ".join(lesson.explain(grid))
     assert f"{grid[('train', 'no_grad')].dropout_zeroed_fraction:.0%}" in text
     assert "Inference tensors cannot be saved for backward" in text
 
@@ -129,3 +129,10 @@ def test_figures_and_lesson_carry_the_measurements(grid):
 def test_options_reject_out_of_range_values(bad):
     with pytest.raises(ValueError):
         ModesOptions(**bad)
+
+
+def test_the_grid_does_not_depend_on_the_validation_repeats():
+    from explorers.modes.experiment import grid_options
+
+    assert grid_options(ModesOptions(repeats=3)) == grid_options(ModesOptions(repeats=30))
+    assert grid_options(ModesOptions(width=8)) != grid_options(ModesOptions())

@@ -1,5 +1,9 @@
 """The Memory lab's experiments: presets, a batch-size sweep, memory budgets, accidental retention.
 
+MemTracker installs process-global module hooks, so the page runs these on the run
+engine (`explorers.engine`), one batch size per run: `batch_point`, `remedies_table`
+and `retention` take the options and an optional `report(done, total)`.
+
 Sizes that fit this machine comfortably are measured for real; larger ones are estimated
 on fake tensors (nothing allocated), and every point says which it was. A configuration
 whose estimate exceeds a safe share of this machine's free memory is never allocated.
@@ -12,12 +16,12 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import plotly.graph_objects as go
 import torch
 from torch import nn
 
-from explorers import bounds, memory
-from explorers.memory import CATEGORIES, Measurement
+from explorers import bounds, engine
+from explorers.memory import your_model
+from explorers.memory.your_model import Measurement
 from explorers.rng import isolated_rng
 
 PRESETS = {"mlp": "MLP", "cnn": "Small CNN (32x32 images)", "transformer": "Transformer encoder blocks"}
@@ -33,13 +37,6 @@ IMAGE = 32
 MLP_FEATURES = 256
 MEASURE_LIMIT_BYTES = 256 * 2**20  # measured for real only below this estimated peak: "comfortably"
 SAFE_SHARE = 0.25  # never allocate more than this share of the machine's available memory
-CATEGORY_COLOURS = {
-    "parameters": "#1f77b4",
-    "gradients": "#ff7f0e",
-    "optimizer_state": "#2ca02c",
-    "activations": "#d62728",
-    "temporaries": "#9467bd",
-}
 
 
 @dataclass(frozen=True)
@@ -76,8 +73,8 @@ class MemoryOptions:
                 "heads": HEADS,
                 "batch_size": BATCHES,
                 "budget_gb": BUDGETS_GB,
-                "optimizer": memory.OPTIMIZERS,
-                "precision": memory.PRECISIONS,
+                "optimizer": your_model.OPTIMIZERS,
+                "precision": your_model.PRECISIONS,
             },
         )
         if self.preset == "transformer" and self.width % self.heads:
@@ -126,18 +123,6 @@ def predicted_activations(options: MemoryOptions, batch: int) -> int:
     return per_layer * d
 
 
-def available_memory_bytes() -> int:
-    """MemAvailable from /proc/meminfo (Linux), else a conservative 4 GiB."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 4 * 2**30
-
-
 @dataclass(frozen=True)
 class Point:
     batch: int
@@ -152,20 +137,19 @@ def _step_options(options: MemoryOptions) -> dict:
 @functools.lru_cache(maxsize=1024)  # estimates are pure functions of frozen options: safe to share
 def estimate_point(options: MemoryOptions, batch: int) -> Measurement:
     micro = max(batch // options.accumulation, 1)
-    return memory.estimate(
+    return your_model.estimate(
         lambda: build(options, micro),
         **_step_options(options),
         predicted_activations=predicted_activations(options, micro),
     )
 
 
-@functools.lru_cache(maxsize=256)  # seeded, so a repeat of the same options would measure the same bytes
 def measure_point(options: MemoryOptions, batch: int) -> Measurement:
     micro = max(batch // options.accumulation, 1)
     with isolated_rng(options.seed, options.device):
         model, example = build(options, micro)
     model, example = model.to(options.device), example.to(options.device)
-    return memory.measure(
+    return your_model.measure(
         model, example, **_step_options(options), predicted_activations=predicted_activations(options, micro)
     )
 
@@ -173,10 +157,20 @@ def measure_point(options: MemoryOptions, batch: int) -> Measurement:
 def point(options: MemoryOptions, batch: int, limit: int = MEASURE_LIMIT_BYTES) -> Point:
     """Estimate first (free); measure for real only when the estimate fits comfortably and safely."""
     estimate = estimate_point(options, batch)
-    safe = min(limit, int(SAFE_SHARE * available_memory_bytes()))
+    safe = min(limit, int(SAFE_SHARE * engine.available_memory_bytes()))
     if estimate.peak <= safe:
         return Point(batch, measure_point(options, batch), measured=True)
     return Point(batch, estimate, measured=False)
+
+
+def batch_point(options: MemoryOptions, report=None) -> Point:
+    """The point at `options.batch_size`: what the page asks the run engine for, one batch size per run."""
+    return point(options, options.batch_size)
+
+
+def without_view_settings(options: MemoryOptions) -> MemoryOptions:
+    """The options a measured point depends on: the device budget only draws a line, so it never reruns one."""
+    return dataclasses.replace(options, budget_gb=MemoryOptions.budget_gb)
 
 
 def sweep(
@@ -234,13 +228,13 @@ REMEDIES = {
 }
 
 
-def remedies_table(options: MemoryOptions, on_remedy: Callable[[int, int], None] | None = None) -> list[dict]:
+def remedies_table(options: MemoryOptions, report: Callable[[int, int], None] | None = None) -> list[dict]:
     """The largest batch that fits the chosen budget, as configured and under each single remedy."""
     budget = options.budget_gb * 10**9
     rows = []
     for index, (name, change) in enumerate(REMEDIES.items()):
-        if on_remedy:
-            on_remedy(index, len(REMEDIES))
+        if report:
+            report(index, len(REMEDIES))
         changed = dataclasses.replace(options, **change)
         largest = largest_batch_that_fits(changed, budget)
         rows.append(
@@ -260,7 +254,10 @@ def _gb(n: int) -> str:
 # --- Accidental retention ----------------------------------------------------------------
 
 
-def retention(options: MemoryOptions, steps: int = 6, batch: int = 32) -> dict[str, list[int]]:
+RETENTION_OPTIONS = MemoryOptions(preset="mlp", width=256, depth=2)  # small: the loops' shapes are the lesson
+
+
+def retention(options: MemoryOptions = RETENTION_OPTIONS, report=None, steps: int = 6, batch: int = 32) -> dict:
     """Live bytes after each step of three loops that keep a running loss.
 
     - training, fixed: `total += loss.item()`;
@@ -289,154 +286,8 @@ def retention(options: MemoryOptions, steps: int = 6, batch: int = 32) -> dict[s
                     optimizer.zero_grad(set_to_none=True)
                 total = total + (loss.item() if name.endswith("item()") else loss)
                 del loss
-                live.append(memory._live(tracker, example.device))
+                live.append(your_model._live(tracker, example.device))
         curves[name] = live
+        if report:
+            report(len(curves), 3)
     return curves
-
-
-# --- Figures and the lesson ----------------------------------------------------------------
-
-
-def sweep_figure(points: tuple[Point, ...], options: MemoryOptions) -> go.Figure:
-    """The four measured categories stacked per batch size, with the step's real peak as a marker.
-
-    The stack can exceed the peak: activations are freed during backward, before the
-    optimizer's state is created, so the categories are never all alive at once.
-    """
-    labels = [f"{p.batch:,}" + ("" if p.measured else " (est.)") for p in points]
-    figure = go.Figure()
-    for category in CATEGORIES[:4]:
-        figure.add_trace(
-            go.Bar(
-                name=category.replace("_", " "),
-                x=labels,
-                y=[getattr(p.result, category) / 2**20 for p in points],
-                marker={
-                    "color": CATEGORY_COLOURS[category],
-                    "pattern": {"shape": ["" if p.measured else "/" for p in points]},
-                    "line": {"width": [3 if p.batch == options.batch_size else 0 for p in points], "color": "black"},
-                },
-            )
-        )
-    figure.add_trace(
-        go.Scatter(
-            x=labels,
-            y=[p.result.peak / 2**20 for p in points],
-            mode="markers",
-            name="peak",
-            marker={"symbol": "diamond", "size": 13, "color": "black"},
-        )
-    )
-    budget_mib = options.budget_gb * 10**9 / 2**20
-    tallest = max(max(p.result.peak, sum(getattr(p.result, c) for c in CATEGORIES[:4])) for p in points) / 2**20
-    title = "Memory of one training step, by batch size"
-    if tallest >= budget_mib / 20:  # draw the device line only where it does not flatten every bar
-        figure.add_trace(
-            go.Scatter(
-                x=labels,
-                y=[budget_mib] * len(points),
-                mode="lines",
-                name=f"{options.budget_gb} GB device",
-                line={"dash": "dash", "color": "#d62728"},
-            )
-        )
-    else:
-        title += f"<br><sub>all far below the {options.budget_gb} GB device</sub>"
-    figure.update_layout(
-        barmode="stack",
-        title=title,
-        yaxis_title="MiB",
-        height=470,
-        xaxis_title="batch size (outlined: yours; hatched: estimated on fake tensors)",
-        legend={"orientation": "h", "y": -0.3},
-    )
-    return figure
-
-
-def timeline_figure(result: Measurement) -> go.Figure:
-    figure = go.Figure(
-        go.Scatter(
-            x=[name for name, _ in result.timeline],
-            y=[b / 2**20 for _, b in result.timeline],
-            mode="lines+markers",
-            line={"shape": "hv", "width": 3},
-            marker={"size": 10},
-        )
-    )
-    figure.add_hline(y=result.peak / 2**20, line_dash="dot", annotation_text=f"peak {result.peak / 2**20:.1f} MiB")
-    figure.update_layout(title="Live memory through one training step", yaxis_title="MiB", height=380)
-    return figure
-
-
-def retention_figure(curves: dict[str, list[int]]) -> go.Figure:
-    figure = go.Figure()
-    for name, live in curves.items():
-        dash = "dot" if name.endswith("item()") else "solid"  # the two training loops overlap exactly
-        figure.add_trace(
-            go.Scatter(
-                x=list(range(1, len(live) + 1)),
-                y=[b / 2**20 for b in live],
-                name=name,
-                mode="lines+markers",
-                line={"dash": dash, "width": 3},
-            )
-        )
-    figure.update_layout(
-        title="Live memory after each step",
-        xaxis_title="step",
-        yaxis_title="MiB",
-        height=380,
-        legend={"orientation": "h", "y": -0.3},
-    )
-    return figure
-
-
-def explain(options: MemoryOptions, result: Measurement, points: tuple[Point, ...]) -> list[str]:
-    mib = lambda n: f"{n / 2**20:,.1f} MiB"  # noqa: E731
-    lines = [
-        f"Parameters **{mib(result.parameters)}**, gradients **{mib(result.gradients)}** and optimizer state "
-        f"**{mib(result.optimizer_state)}** ({options.optimizer}) do not depend on the batch size; activations saved "
-        f"for backward (**{mib(result.activations)}** at batch {options.batch_size:,}) do.",
-    ]
-    measured = [p for p in points if p.measured]
-    if len(measured) >= 2:
-        first, last = measured[0], measured[-1]
-        ratio = last.result.activations / max(first.result.activations, 1)
-        lines.append(
-            f"From batch {first.batch:,} to {last.batch:,} ({last.batch // first.batch}x) the measured "
-            f"activations grew {ratio:.1f}x: linear in the batch."
-        )
-    predicted = result.predicted.get("activations")
-    if predicted:
-        gap = result.activations / predicted
-        lines.append(
-            f"The closed form predicts {mib(predicted)} of activations; measured {mib(result.activations)} "
-            f"({gap:.2f}x). " + _gap_reason(options, gap)
-        )
-    lines.append(
-        f"The peak ({mib(result.peak)}) is a moment, not a sum: at that moment "
-        + ", ".join(f"{k.replace('_', ' ')} {mib(v)}" for k, v in result.at_peak.items() if v)
-        + "."
-    )
-    if options.accumulation > 1:
-        lines.append(
-            f"With {options.accumulation} accumulation steps only a micro-batch of {options.micro_batch:,} "
-            "is alive at once: activations shrink, parameters, gradients and optimizer state do not."
-        )
-    return lines
-
-
-def _gap_reason(options: MemoryOptions, gap: float) -> str:
-    if 0.95 <= gap <= 1.05:
-        return "They agree."
-    if options.precision != "fp32":
-        return (
-            "Autocast keeps low-precision copies of the weights for backward and leaves some ops (losses, "
-            "normalisations) in fp32, so the 2-byte formula is off."
-        )
-    if options.preset == "transformer":
-        return (
-            "The published formula assumes 1-byte dropout masks and Megatron's layer; PyTorch's encoder layer "
-            "saves a different set of tensors (its attention is fused)."
-        )
-    return "The formula counts only the main saved tensors; small ones (norm statistics, the loss) make up the rest."

@@ -1,0 +1,163 @@
+"""The Modes lab's figures and tables, drawn from measured cells (no torch runs here)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import plotly.graph_objects as go
+
+from explorers.modes.experiment import ValidationRun
+from explorers.modes.your_model import Cell, ModeGrid
+
+FACTS: tuple[tuple[str, Callable[[Cell], bool | None]], ...] = (
+    ("builds a graph", lambda c: c.builds_graph),
+    ("dropout drops units", lambda c: c.dropout_active),
+    ("BatchNorm uses batch statistics", lambda c: c.bn_uses_batch_stats),
+    ("BatchNorm running stats change", lambda c: c.bn_running_stats_changed),
+    ("saves tensors for backward", lambda c: c.saved_bytes > 0),
+    ("output.sum().backward() works", lambda c: c.backward_works),
+    ("output usable in autograd later", lambda c: c.reusable_in_autograd),
+)
+
+
+def cell_label(cell: Cell) -> str:
+    return f"{cell.behaviour}() + {cell.grad_mode}"
+
+
+def _detail(fact: str, cell: Cell) -> str:
+    if fact == "dropout drops units" and cell.dropout_zeroed_fraction:
+        return f" {cell.dropout_zeroed_fraction:.0%}"
+    if fact == "saves tensors for backward" and cell.saved_bytes:
+        return f" {cell.saved_bytes / 1024:.1f} KiB"
+    return ""
+
+
+def grid_figure(grid: ModeGrid) -> go.Figure:
+    """Facts (rows) by the six combinations (columns): green where it happened, grey where it did not."""
+    cells = list(grid)
+    columns = [f"{c.behaviour}()<br>{c.grad_mode}" for c in cells]
+    rows, z, text = [], [], []
+    for fact, measure in FACTS:
+        values = [measure(c) for c in cells]
+        if all(v is None for v in values):
+            continue  # the model has no such module
+        rows.append(fact)
+        z.append([None if v is None else float(v) for v in values])
+        text.append(
+            [
+                ("n/a" if v is None else ("✓" if v else "✗") + _detail(fact, c))
+                for v, c in zip(values, cells, strict=True)
+            ]
+        )
+    figure = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=columns,
+            y=rows,
+            text=text,
+            texttemplate="%{text}",
+            textfont={"size": 18},
+            showscale=False,
+            zmin=0,
+            zmax=1,
+            colorscale=[[0, "#e9e9e9"], [1, "#7fc97f"]],
+            xgap=3,
+            ygap=3,
+            hoverinfo="skip",
+        )
+    )
+    figure.update_layout(
+        title="One forward in each combination, measured",
+        height=120 + 52 * len(rows),
+        yaxis={"autorange": "reversed"},
+        xaxis={"side": "top"},
+        margin={"t": 130, "b": 20, "l": 20, "r": 20},  # room for the title above the column labels
+    )
+    return figure
+
+
+def saved_bytes_figure(grid: ModeGrid) -> go.Figure:
+    cells = list(grid)
+    figure = go.Figure(
+        go.Bar(
+            x=[f"{c.behaviour}()<br>{c.grad_mode}" for c in cells],
+            y=[c.saved_bytes for c in cells],
+            text=[f"{c.saved_bytes / 1024:.1f} KiB" for c in cells],
+            textposition="outside",
+            cliponaxis=False,
+            marker_color=["#1f77b4" if c.grad_mode == "enable_grad" else "#aaaaaa" for c in cells],
+        )
+    )
+    figure.update_layout(
+        title="Bytes saved for backward by one forward",
+        yaxis_title="bytes",
+        height=400,
+        xaxis={"tickangle": 0, "tickfont": {"size": 12}},
+    )
+    return figure
+
+
+def validation_figure(run: ValidationRun) -> go.Figure:
+    figure = go.Figure()
+    for name, values, colour in (
+        ("eval() + no_grad", run.eval_accuracies, "#1f77b4"),
+        ("train() + no_grad", run.train_mode_accuracies, "#d62728"),
+    ):
+        figure.add_trace(
+            go.Box(
+                y=[100 * v for v in values],
+                name=name,
+                boxpoints="all",
+                jitter=0.4,
+                pointpos=0,
+                marker={"color": colour, "size": 9},
+                line={"color": colour},
+            )
+        )
+    # Reference lines as plain layout shapes: plotly's add_hline costs more than the whole chart.
+    lines = ((run.proper_before, "proper eval before", "top"), (run.proper_after, "proper eval after", "bottom"))
+    shapes = [
+        {
+            "type": "line",
+            "xref": "paper",
+            "x0": 0,
+            "x1": 1,
+            "y0": 100 * v,
+            "y1": 100 * v,
+            "line": {"dash": "dash", "color": "#333"},
+        }
+        for v, _, _ in lines
+    ]
+    notes = [
+        {
+            "xref": "paper",
+            "x": 0,
+            "y": 100 * v,
+            "text": f"{label}: {v:.1%}",
+            "showarrow": False,
+            "xanchor": "left",
+            "yanchor": "bottom" if side == "top" else "top",
+        }
+        for v, label, side in lines
+    ]
+    figure.update_layout(
+        title=f"One validation set, {len(run.eval_accuracies)} runs per mode",
+        shapes=shapes,
+        annotations=notes,
+        yaxis_title="validation accuracy (%)",
+        height=430,
+        showlegend=False,
+    )
+    return figure
+
+
+def grid_rows(grid: ModeGrid) -> list[dict[str, str]]:
+    """The grid as table rows (one per fact), for notes."""
+    rows = []
+    for fact, measure in FACTS:
+        row = {"fact": fact}
+        for cell in grid:
+            value = measure(cell)
+            row[cell_label(cell)] = "n/a" if value is None else ("yes" if value else "no")
+        rows.append(row)
+    return rows
