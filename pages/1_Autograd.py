@@ -2,9 +2,12 @@
 
 import streamlit as st
 
-from explorers import autograd
-from explorers.autograd import ACTIONS, AutogradOptions, format_bytes
-from ui import figures
+from explorers.autograd import experiment as autograd
+from explorers.autograd import figures as charts
+from explorers.autograd import lesson
+from explorers.autograd.experiment import ACTIONS, AutogradOptions, Replay
+from explorers.autograd.figures import format_bytes
+from ui import figures, runs
 from ui.fields import BoolField, ChoiceField, IntField, SequenceField
 from ui.frame import start_lab
 
@@ -79,7 +82,11 @@ options = AutogradOptions(
     seed=page.value("seed"),
     device=page.device,
 )
-result = autograd.run(options, steps)
+TWO_PASSES = ("forward", "backward_retain", "backward_retain")  # the predict-then-reveal evidence
+result, two_passes = runs.run_all(
+    [(autograd.replay, Replay(options, tuple(steps))), (autograd.replay, Replay(options, TWO_PASSES))],
+    label="Replaying the steps",
+)
 trail = " → ".join(("✗ " if s.error else "") + ACTIONS[s.action] for s in result.steps) or "nothing yet"
 st.markdown(
     f"Steps so far: **{trail}**" + ("  (step limit reached: reset)" if len(steps) >= autograd.MAX_STEPS else "")
@@ -118,11 +125,11 @@ with memory_column:
         delta_color="off",
         delta_arrow="off",
     )
-    chart = autograd.saved_bytes_figure(result)
+    chart = charts.saved_bytes_figure(result)
     figures.plotly(chart, figures.caption("Saved-for-backward bytes", settings, page.device), f"{stem}-saved")
 
 st.subheader("Every tensor in play")
-table = autograd.tensor_table(result.final)
+table = charts.tensor_table(result.final)
 st.dataframe(
     table,
     hide_index=True,
@@ -138,10 +145,9 @@ with st.expander(f"Tensors saved for backward by the latest forward ({len(saved_
     st.dataframe(saved_rows, hide_index=True)
     st.caption("Parameters, buffers and the input are saved by reference: only `activation` rows cost extra memory.")
 
-lesson = autograd.explain(result)
-figures.why_panel(lesson)
-two_passes = autograd.run(options, ["forward", "backward_retain", "backward_retain"]).final
-leaf = next(r for r in two_passes.tensors if r.grad_vs_one_pass is not None)
+lines = lesson.explain(result)
+figures.why_panel(lines)
+leaf = next(r for r in two_passes.final.tensors if r.grad_vs_one_pass is not None)
 figures.predict_then_reveal(
     key("predict"),
     f"After forward, then backward(retain_graph=True) twice, what is `{leaf.name}.grad`?",
@@ -154,7 +160,7 @@ figures.notes_download(
     "Autograd lab",
     figures.caption("Autograd lab", settings, page.device),
     {
-        "What happened": "\n".join(f"- {line}" for line in lesson),
+        "What happened": "\n".join(f"- {line}" for line in lines),
         "Tensors": figures.markdown_table(table.to_dict("records")),
         "Saved for backward": figures.markdown_table(saved_rows),
     },

@@ -2,7 +2,7 @@
 
 import pytest
 
-from explorers import autograd
+from explorers.autograd import experiment as autograd
 from tests.app.conftest import open_page
 
 PAGE = "pages/1_Autograd.py"

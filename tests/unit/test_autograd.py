@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from explorers import autograd
-from explorers.autograd import AutogradOptions, run
+from explorers.autograd import AutogradOptions, figures, lesson, run
+from explorers.autograd import experiment as autograd
 
 PRESETS = list(autograd.PRESETS)
 
@@ -184,17 +184,17 @@ def test_run_rejects_unknown_actions_and_too_many_steps():
 
 def test_explanation_quotes_the_live_numbers():
     result = run(AutogradOptions(), ["forward", "backward_retain", "backward_retain"])
-    text = " ".join(autograd.explain(result))
-    assert autograd.format_bytes(result.final.saved_bytes) in text
+    text = " ".join(lesson.explain(result))
+    assert figures.format_bytes(result.final.saved_bytes) in text
     assert "2.000×" in text
-    freed = " ".join(autograd.explain(run(AutogradOptions(), ["forward", "backward", "backward"])))
+    freed = " ".join(lesson.explain(run(AutogradOptions(), ["forward", "backward", "backward"])))
     assert "second time" in freed or "second `backward()` failed" in freed
 
 
 def test_figure_and_table_carry_the_run_numbers():
     result = run(AutogradOptions(), ["forward", "backward", "backward"])
-    bar = autograd.saved_bytes_figure(result).data[0]
+    bar = figures.saved_bytes_figure(result).data[0]
     assert list(bar.y) == [s.saved_bytes for s in result.steps] and bar.y[0] > 0 == bar.y[1]
     assert bar.marker.color[2] != bar.marker.color[0]  # the failed step stands out
-    table = autograd.tensor_table(result.final).set_index("tensor")
+    table = figures.tensor_table(result.final).set_index("tensor")
     assert table.loc["head.weight", "‖grad‖"] == pytest.approx(float(result.final_grads["head.weight"].norm()))

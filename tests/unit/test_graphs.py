@@ -2,7 +2,8 @@
 
 import pytest
 
-from explorers import autograd, graphs
+from explorers import graphs
+from explorers.autograd import experiment as autograd
 
 needs_engine = pytest.mark.skipif(graphs.layout_engine_name() is None, reason="no Graphviz layout engine installed")
 

@@ -19,17 +19,17 @@ From a notebook::
     from explorers import autograd
     run = autograd.run(autograd.AutogradOptions(), ["forward", "backward_retain", "backward_retain"])
     run.final.saved_bytes, run.final.tensors, run.graph_source
+
+The page runs `replay(Replay(options, steps))` on the run engine (`explorers.engine`): the
+presets draw their weights and dropout masks from torch's global RNG.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import pandas as pd
-import plotly.graph_objects as go
 import torch
 import torchviz
 from torch import nn
@@ -436,142 +436,13 @@ def run(options: AutogradOptions, actions: Sequence[str] = ()) -> AutogradRun:
     )
 
 
-def format_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024 or unit == "MiB":
-            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
+@dataclass(frozen=True)
+class Replay:
+    """A lifecycle to replay: the options and the steps, as one hashable request for the run engine."""
+
+    options: AutogradOptions
+    steps: tuple[str, ...] = ()
 
 
-def explain(result: AutogradRun) -> list[str]:
-    """The lesson of this run, one markdown sentence per fact, built from its live numbers."""
-    steps = result.steps
-    if not steps:
-        return [
-            "Nothing has run yet. Press **forward**: autograd records every operation on tensors that "
-            "require grad, back to the leaves."
-        ]
-    lines = []
-    final = result.final
-    leaves = [r for r in final.tensors if r.is_leaf and r.requires_grad]
-    non_leaves = [r for r in final.tensors if not r.is_leaf]
-    if non_leaves:
-        example = non_leaves[0]
-        lines.append(
-            f"**Leaves** are the {len(leaves)} tensors you created with requires_grad=True "
-            f"({', '.join(r.name for r in leaves[:3])}{', …' if len(leaves) > 3 else ''}): backward "
-            f"accumulates into their `.grad`. `{example.name}` was made by `{example.grad_fn}`, so it is not "
-            "a leaf and its `.grad` is not kept."
-        )
-    lines += _saved_memory_lines(steps)
-    for step in steps:
-        if step.error and step.action == "backward" and "second time" in step.error:
-            lines.append(
-                "The second `backward()` failed with PyTorch's own error: the first one had freed the "
-                "saved tensors. Pass `retain_graph=True` if you really need two passes."
-            )
-            break
-    lines += _accumulation_lines(final)
-    if any(s.action.startswith("zero_grad") for s in steps):
-        lines.append(
-            "`zero_grad(set_to_none=True)` leaves `.grad` as None (no memory held, the next backward "
-            "writes instead of adding); `set_to_none=False` keeps a tensor of zeros."
-        )
-        x = final.row("x")
-        if x.requires_grad and x.grad != "None":
-            lines.append("`x.grad` survived `zero_grad`: the optimizer only clears the parameters it was given.")
-    for before, step in itertools.pairwise(result.snapshots):
-        if step.action == "sgd_step" and not step.error:
-            name = next(r.name for r in step.tensors if r.role == "parameter")
-            old, new = before.row(name).version, step.row(name).version
-            if new > old:
-                lines.append(
-                    f"`optimizer.step()` updated the weights in place: `{name}`'s version counter went from {old} "
-                    f"to {new}. A graph that saved a weight before the step refuses to backward through it."
-                )
-                break
-    loss = final.tensors[-1]
-    if loss.role == "loss" and loss.grad_fn is None:
-        lines.append(
-            "Under `no_grad` the loss has `grad_fn=None` and `requires_grad=False`: no graph, nothing saved. "
-            "This is a gradient-mode switch; `model.eval()` is a different one and would not do this."
-        )
-    return lines
-
-
-def _saved_memory_lines(steps: Sequence[Snapshot]) -> list[str]:
-    lines = []
-    for before, step in itertools.pairwise(steps):
-        if step.error or before.saved_bytes == 0:
-            continue
-        held = format_bytes(before.saved_bytes)
-        if step.action == "backward":
-            lines.append(
-                f"Before `backward()` the graph held **{held}** in {before.saved_count} saved tensors; "
-                f"after it, **{format_bytes(step.saved_bytes)}**: backward frees them as it goes."
-            )
-            break
-        if step.action == "backward_retain":
-            lines.append(
-                f"`retain_graph=True` kept **{format_bytes(step.saved_bytes)}** of saved tensors alive "
-                "after backward: retaining the graph costs memory until the loss is dropped."
-            )
-            break
-    if not lines and steps and steps[-1].saved_bytes:
-        lines.append(
-            f"The graph now holds **{format_bytes(steps[-1].saved_bytes)}** in {steps[-1].saved_count} "
-            "tensors saved for backward (parameters and buffers excluded: they exist anyway)."
-        )
-    return lines
-
-
-def _accumulation_lines(final: Snapshot) -> list[str]:
-    ratios = [r.grad_vs_one_pass for r in final.tensors if r.grad_vs_one_pass is not None]
-    if not ratios or max(ratios) < 1.5:
-        return []
-    name = next(r.name for r in final.tensors if r.grad_vs_one_pass is not None)
-    return [
-        f"`{name}.grad` is now **{max(ratios):.3f}×** what one backward pass adds: backward accumulates into "
-        "`.grad`, it never overwrites. That is why a training loop zeroes gradients every step."
-    ]
-
-
-def tensor_table(snapshot: Snapshot) -> pd.DataFrame:
-    """The per-tensor table as the lab shows it."""
-    return pd.DataFrame(
-        [
-            {
-                "tensor": r.name,
-                "role": r.role,
-                "shape": str(r.shape),
-                "is_leaf": r.is_leaf,
-                "requires_grad": r.requires_grad,
-                "grad_fn": r.grad_fn or "None",
-                ".grad": r.grad,
-                "‖grad‖": r.grad_norm,
-                "× one pass": r.grad_vs_one_pass,
-                "version": r.version,
-            }
-            for r in snapshot.tensors
-        ]
-    )
-
-
-def saved_bytes_figure(result: AutogradRun) -> go.Figure:
-    """Bytes held for backward after each step; steps that raised are red."""
-    steps = result.steps
-    figure = go.Figure(
-        go.Bar(
-            x=[f"{i}. {ACTIONS[s.action]}" for i, s in enumerate(steps, 1)] or ["(no steps)"],
-            y=[s.saved_bytes for s in steps] or [0],
-            text=[format_bytes(s.saved_bytes) for s in steps] or [""],
-            textposition="outside",
-            cliponaxis=False,
-            marker_color=["#d62728" if s.error else "#ff7f0e" for s in steps],
-        )
-    )
-    figure.update_layout(
-        title="After each step (red: PyTorch raised)", yaxis_title="bytes saved for backward", height=400
-    )
-    return figure
+def replay(request: Replay, report=None) -> AutogradRun:
+    return run(request.options, request.steps)

@@ -1,0 +1,14 @@
+"""Autograd lab: what does autograd track, and when is the graph freed?
+
+- `experiment.run(options, steps)` builds a preset model and replays a lifecycle (forward,
+  backward, zero_grad, optimizer step ...), recording the state after every step;
+- `figures` and `lesson` turn the run into a table, a chart and sentences.
+
+    from explorers import autograd
+    run = autograd.run(autograd.AutogradOptions(preset="mlp", width=8), ["forward", "backward_retain"])
+    run.final.saved_bytes, run.final.tensors, run.graph_source
+"""
+
+from explorers.autograd.experiment import ACTIONS, PRESETS, AutogradOptions, AutogradRun, run
+
+__all__ = ["ACTIONS", "PRESETS", "AutogradOptions", "AutogradRun", "run"]
