@@ -52,8 +52,9 @@ e2e: browser
 screenshots: e2e
 	@ls artifacts/screenshots
 
-bench: $(VENV)/.dev
+bench: browser
 	$(BIN)/python benchmarks/bench_pages.py
+	$(BIN)/python benchmarks/bench_browser.py
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache

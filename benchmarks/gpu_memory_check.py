@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from explorers import memory_lab  # noqa: E402
-from explorers.memory_lab import MemoryOptions  # noqa: E402
+from explorers.memory import experiment as memory_lab  # noqa: E402
+from explorers.memory.experiment import MemoryOptions  # noqa: E402
 
 CONFIGS = [
     MemoryOptions(preset="mlp", width=1024, depth=4, batch_size=256, device="cuda"),

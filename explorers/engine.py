@@ -53,6 +53,7 @@ import signal
 import socket
 import threading
 import time
+import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -431,7 +432,11 @@ class Engine:
                         if worker in self._workers:
                             self._service(worker, from_sentinel=item is worker.process.sentinel)
                     self._enforce_deadlines()
+        except Exception:  # a bug here must not leave callers waiting forever: fail them, refuse new work
+            traceback.print_exc()
         finally:
+            with self._changed:
+                self._closed = True
             self._shut_down_workers()
 
     def _start_missing_workers(self) -> None:
@@ -540,6 +545,6 @@ def default_engine() -> Engine:
     """The process's shared engine, started on first use and stopped when the process exits."""
     global _default
     with _default_lock:
-        if _default is None:
+        if _default is None or _default._closed:  # a closed engine (shut down, or its manager failed) is replaced
             _default = Engine()
         return _default

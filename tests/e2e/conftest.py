@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,23 +44,15 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def server_url():
+@contextlib.contextmanager
+def streamlit_server(script: str = "app.py", cwd: Path = ROOT) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A real `streamlit run` on a free loopback port; stopped (SIGTERM, then SIGKILL) on the way out."""
     port = _free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        "app.py",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--server.headless",
-        "true",
-    ]
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    command = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port)]
+    command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
+    # A file, not a pipe: nobody reads a pipe while the tests run, and a full one would stall the server.
+    log = tempfile.TemporaryFile()  # noqa: SIM115
+    process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -68,16 +63,24 @@ def server_url():
                         break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    output = process.stdout.read().decode(errors="replace") if process.poll() is not None else ""
-                    pytest.fail(f"streamlit did not start on {url}: {output[-2000:]}")
+                    log.seek(0)
+                    pytest.fail(f"streamlit did not start on {url}: {log.read().decode(errors='replace')[-2000:]}")
                 time.sleep(0.3)
-        yield url
+        yield url, process
     finally:
         process.terminate()
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def server_url():
+    with streamlit_server() as (url, _):
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,8 @@ BUILT = [lab for lab in LABS if lab.page]
 def wait_for_app(page) -> None:
     """Until the script has run and drawn: a title, no running indicator, every plotly chart rendered."""
     expect(page.locator("h1").first).to_be_visible(timeout=60_000)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=60_000)
+    # The status widget is hidden with toolbarMode "minimal"; the app root carries the script state.
+    expect(page.locator("[data-testid='stApp'][data-test-script-state='notRunning']")).to_have_count(1, timeout=60_000)
     page.wait_for_function(
         """() => [...document.querySelectorAll("[data-testid='stPlotlyChart']")]
                  .every(chart => chart.querySelector('.main-svg'))""",

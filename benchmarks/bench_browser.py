@@ -1,0 +1,101 @@
+"""In Chromium: time from a slider notch to the lab's main figure showing the new value, against a trivial page.
+
+    make bench
+
+The baseline is a one-slider Streamlit page that writes the value, served the same way and
+measured in the same run: the target is every lab within 2x of it. Each notch moves to a
+value the lab has not shown yet in this run (a cache would otherwise answer); Memory's
+batch slider is the exception by design: its sweep has already measured the neighbours.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from tests.e2e.conftest import CHROMIUM_FLAGS, chromium_executable, streamlit_server  # noqa: E402
+
+NOTCHES = 6
+TRIVIAL_PAGE = "import streamlit as st\nvalue = st.slider('Value', 0, 100, 0)\nst.markdown(f'Value is {value}')\n"
+CHART = "[data-testid='stPlotlyChart'] .main-svg"
+GRAPH = "[data-testid='stGraphVizChart'] svg"
+LABS = [  # page, slider, the main figure's selector
+    ("Autograd", "Width", GRAPH),
+    ("Modes", "Dropout p", CHART),
+    ("Memory", "Batch size (log)", CHART),
+    ("Profiler?active=3&warmup=1", "Depth (layers)", CHART),
+]
+SETTLED = "[data-testid='stApp'][data-test-script-state='notRunning']"
+
+
+def notch_right(page, slider_name: str) -> None:
+    value_input = page.get_by_role("slider", name=slider_name)
+    low, high, value = (float(value_input.get_attribute(a)) for a in ("min", "max", "value"))
+    track = page.get_by_test_id("stSlider").filter(has=value_input).locator("[role=group] > div").first
+    box = track.bounding_box()
+    share = (min(value + 1, high) - low) / (high - low)
+    page.mouse.click(box["x"] + share * box["width"], box["y"] + box["height"] / 2)
+
+
+def settle(page) -> None:
+    page.locator(SETTLED).wait_for(timeout=120_000)
+    page.wait_for_timeout(300)
+    page.locator(SETTLED).wait_for(timeout=120_000)
+
+
+def time_until_changed(page, slider: str, selector: str) -> float:
+    """Seconds from the notch to the first figure matching `selector` having new markup."""
+    before = page.locator(selector).first.evaluate("n => n.outerHTML")
+    page.evaluate("s => { window.__before = s; }", before)
+    start = time.perf_counter()
+    notch_right(page, slider)
+    page.wait_for_function(
+        "sel => { const n = document.querySelector(sel); return n && n.outerHTML !== window.__before; }",
+        arg=selector,
+        polling="raf",
+        timeout=120_000,
+    )
+    elapsed = time.perf_counter() - start
+    settle(page)
+    return elapsed
+
+
+def measure(browser, url: str, slider: str, selector: str) -> list[float]:
+    page = browser.new_context(viewport={"width": 1600, "height": 1000}).new_page()
+    page.goto(url)
+    page.locator(selector).first.wait_for(timeout=120_000)
+    settle(page)
+    times = [time_until_changed(page, slider, selector) for _ in range(NOTCHES)]
+    page.context.close()
+    return times
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
+        (Path(folder) / "trivial.py").write_text(TRIVIAL_PAGE)
+        browser = playwright.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_FLAGS)
+        with streamlit_server("trivial.py", Path(folder)) as (url, _):
+            trivial = measure(browser, url, "Value", "[data-testid='stMarkdown'] p")
+        baseline = statistics.median(trivial)
+        print(f"trivial page: slider notch to new text {baseline * 1000:.0f} ms (median of {NOTCHES})")
+        with streamlit_server() as (url, _):
+            for path, slider, selector in LABS:
+                times = measure(browser, f"{url}/{path}", slider, selector)
+                median = statistics.median(times)
+                print(
+                    f"{path.split('?')[0]:9} {slider!r:18} notch to main figure {median * 1000:6.0f} ms "
+                    f"(worst {max(times) * 1000:.0f}): {median / baseline:.1f}x the trivial page"
+                )
+        browser.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""Eight browser sessions at once against one server, working different labs with fast, impatient input.
+
+Each session's final page must equal what the same session shows when it runs alone on a
+fresh server (so no result crossed between sessions, and none came from a shared cache
+the alone run could reuse), no session may show an exception, and no worker or
+DataLoader process may outlive the server. The 95th-percentile interaction time is
+printed as a ratio to the same interactions done one session at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import CHROMIUM_FLAGS, chromium_executable, streamlit_server
+from tests.e2e.sessions import Session, click, notches, percentile, run_session
+
+pytestmark = pytest.mark.e2e
+
+
+def scripted_sessions() -> list[Session]:
+    memory_batch = "Batch size (log)"
+    return [
+        Session("memory: five quick notches", "Memory", [("5 notches on batch", notches(memory_batch, 5))]),
+        Session(
+            "memory: CNN, batch then depth",
+            "Memory?preset=cnn&width=32&depth=2&seed=7",
+            [("3 notches on batch", notches(memory_batch, 3)), ("1 notch on depth", notches("Depth (blocks)", 1))],
+        ),
+        Session(
+            "memory: transformer",
+            "Memory?preset=transformer&width=64&heads=4&seq_len=32&batch_size=4",
+            [("5 notches on batch", notches(memory_batch, 5))],
+        ),
+        Session(
+            "modes: width then dropout",
+            "Modes",
+            [("3 notches on width", notches("Width", 3)), ("2 notches on p", notches("Dropout p", 2))],
+        ),
+        Session("modes: seed 5, batch", "Modes?seed=5", [("4 notches on batch", notches("Batch size", 4))]),
+        Session(
+            "autograd: lifecycle clicks",
+            "Autograd",
+            [
+                ("backward twice", click("backward(retain_graph=True)", "backward(retain_graph=True)")),
+                ("2 notches on width", notches("Width", 2)),
+            ],
+        ),
+        Session(
+            "autograd: residual",
+            "Autograd?preset=residual&seed=3&steps=forward",
+            [("backward, step, forward", click("backward()", "optimizer.step()", "forward"))],
+        ),
+        Session(
+            "profiler: DataLoader workers",
+            "Profiler?num_workers=1&data_cost_ms=5&warmup=1&active=3",
+            [("1 notch on active steps", notches("Active steps", 1))],
+            deterministic=False,  # its figures are timings: compare the settings they state
+        ),
+    ]
+
+
+async def run_together(url: str, sessions: list[Session]) -> list[Session]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_FLAGS)
+        try:
+            return await asyncio.gather(*(run_session(browser, url, s) for s in sessions))
+        finally:
+            await browser.close()
+
+
+async def run_one_at_a_time(url: str, sessions: list[Session]) -> list[Session]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_FLAGS)
+        try:
+            return [await run_session(browser, url, s) for s in sessions]
+        finally:
+            await browser.close()
+
+
+def descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class ProcessWatch:
+    """Samples the server's descendants (workers, forkservers, DataLoader workers) while the sessions run."""
+
+    def __init__(self, root: int) -> None:
+        self.root, self.seen, self.stop = root, set(), threading.Event()
+        self.thread = threading.Thread(target=self.sample, daemon=True)
+
+    def sample(self) -> None:
+        while not self.stop.is_set():
+            self.seen |= descendants(self.root)
+            time.sleep(0.2)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_):
+        self.stop.set()
+        self.thread.join()
+        self.seen |= descendants(self.root)
+
+
+def test_eight_sessions_at_once_stay_apart_and_leave_no_process_behind():
+    with streamlit_server() as (url, server), ProcessWatch(server.pid) as watch:
+        together = asyncio.run(run_together(url, scripted_sessions()))
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in watch.seen) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = sorted(pid for pid in watch.seen if alive(pid))
+
+    with streamlit_server() as (url, _):  # a fresh server: nothing cached from the run above
+        alone = asyncio.run(run_one_at_a_time(url, scripted_sessions()))
+
+    for mixed, single in zip(together, alone, strict=True):
+        assert not mixed.errors and not single.errors, (mixed.name, mixed.errors, single.errors)
+        for shown in (mixed.fingerprint, single.fingerprint):
+            assert not shown["exceptions"] and not shown["errors"], (mixed.name, shown["exceptions"], shown["errors"])
+        assert mixed.url == single.url, mixed.name  # the same settings reached
+        assert mixed.fingerprint == single.fingerprint, mixed.name  # and the same figures and numbers
+    assert len(watch.seen) >= 3, "expected a forkserver and workers under the server"
+    assert not left, f"processes outlived the server: {left}"
+
+    def p95(runs: list[Session], loads: bool = False) -> float:
+        return percentile([t for s in runs for t in (s.times_s[:1] if loads else s.times_s[1:])], 0.95)
+
+    print(
+        f"\n95th-percentile interaction: {p95(together):.2f} s with 8 sessions at once, {p95(alone):.2f} s one at a "
+        f"time: ratio {p95(together) / p95(alone):.2f}; page loads {p95(together, True):.2f} s against "
+        f"{p95(alone, True):.2f} s"
+    )
