@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 SETTLE_TIMEOUT_MS = 120_000
-QUIET_MS = 400  # no script running for this long, after the last input, counts as settled
+QUIET_MS = 400
+HAND_PAUSE_MS = 80  # no script running for this long, after the last input, counts as settled
 
 Action = Callable[[object], Awaitable[None]]
 
@@ -68,6 +70,7 @@ async def fingerprint(page, deterministic: bool) -> dict[str, list[str]]:
         "captions": await texts("[data-testid='stCaptionContainer']"),
         "exceptions": await texts("[data-testid='stException']"),
         "errors": await texts("[data-testid='stAlertContentError']"),
+        "sliders": await page.get_by_role("slider").evaluate_all("nodes => nodes.map(n => n.ariaValueText)"),
     }
     if deterministic:
         shown["metrics"] = await texts("[data-testid='stMetricValue']")
@@ -77,6 +80,19 @@ async def fingerprint(page, deterministic: bool) -> dict[str, list[str]]:
         shown["graphs"] = await page.locator("[data-testid='stGraphVizChart'] svg").evaluate_all(
             "nodes => nodes.map(n => n.textContent)"
         )
+    return shown
+
+
+async def stable_fingerprint(page, deterministic: bool, tries: int = 20) -> dict[str, list[str]]:
+    """The fingerprint once two reads a second apart agree: on a loaded machine the browser can still be
+    drawing the last figures after the script has finished."""
+    shown = await fingerprint(page, deterministic)
+    for _ in range(tries):
+        await asyncio.sleep(1.0)
+        again = await fingerprint(page, deterministic)
+        if again == shown:
+            return shown
+        shown = again
     return shown
 
 
@@ -93,7 +109,7 @@ async def run_session(browser, base_url: str, session: Session) -> Session:
             await action(page)
             await settle(page)
             session.times_s.append(time.monotonic() - start)
-        session.fingerprint = await fingerprint(page, session.deterministic)
+        session.fingerprint = await stable_fingerprint(page, session.deterministic)
         session.url = page.url.split("/", 3)[-1]  # path and query: the settings, whatever the server's port
     except Exception as error:  # reported by the test with the session's name
         session.errors.append(f"{type(error).__name__}: {error}")
@@ -102,32 +118,55 @@ async def run_session(browser, base_url: str, session: Session) -> Session:
     return session
 
 
-def notches(slider_name: str, count: int) -> Action:
-    """Click the slider's track `count` times, one notch further right each time, with no pause.
+def notches(slider_name: str, count: int, url_name: str) -> Action:
+    """Drag the slider's thumb `count` notches right, one notch per drag, without waiting for the page.
 
-    Clicks, not arrow keys: Streamlit 1.67's slider commits a value when a pointer is
-    released, and ignores keyboard moves until then.
+    Pointer moves, not arrow keys: Streamlit 1.67's slider commits a value when the pointer
+    is released and ignores keyboard moves until then. A drag, not a click on the track: on
+    a narrow slider the next notch lies under the thumb, where a click does nothing. Each
+    drag takes about as long as a quick hand (a quarter of a second): at machine speed, with
+    eight browsers drawing on two cores, the slider can commit the value it had before the
+    move while showing the new one. The action ends once the server has the final value
+    (`url_name` in the link), so a session compares the settings it asked for.
     """
 
     async def act(page) -> None:
         value_input = page.get_by_role("slider", name=slider_name)
-        low, high, value = [float(await value_input.get_attribute(a)) for a in ("min", "max", "value")]
+        low, high, step, value = [float(await value_input.get_attribute(a)) for a in ("min", "max", "step", "value")]
         track = page.get_by_test_id("stSlider").filter(has=value_input).locator("[role=group] > div").first
-        target = min(value + count, high)
+        thumb = value_input.locator("xpath=../..")  # the thumb holds the visually hidden range input
+        target = min(value + count * step, high)
 
-        async def click_at(position: float) -> None:
-            box = await track.bounding_box()  # read afresh: the page may have moved since the last click
-            share = (position - low) / (high - low)
-            await page.mouse.click(box["x"] + share * box["width"], box["y"] + box["height"] / 2)
+        async def drag_to(position: float) -> None:
+            track_box, thumb_box = await track.bounding_box(), await thumb.bounding_box()
+            y = thumb_box["y"] + thumb_box["height"] / 2
+            await page.mouse.move(thumb_box["x"] + thumb_box["width"] / 2, y)
+            await page.mouse.down()
+            await page.wait_for_timeout(HAND_PAUSE_MS)
+            x = track_box["x"] + (position - low) / (high - low) * track_box["width"]
+            await page.mouse.move(x, y, steps=5)
+            await page.wait_for_timeout(2 * HAND_PAUSE_MS)
+            await page.mouse.up()
 
-        for step in range(1, count + 1):
-            await click_at(min(value + step, high))
-        for _ in range(3):  # a click the page dropped (it was redrawing) is made again, at the final value
-            await asyncio.sleep(1.0)
-            if float(await value_input.get_attribute("value")) == target:
-                return
-            await click_at(target)
-        raise AssertionError(f"the {slider_name!r} slider did not reach {target}")
+        async def server_has_target() -> bool:
+            """The slider shows the target and the link holds what it shows (a select_slider's
+            input counts options, its text is the option)."""
+            if abs(float(await value_input.get_attribute("value")) - target) >= step / 2:
+                return False
+            shown = float((await value_input.get_attribute("aria-valuetext")).replace(",", ""))
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)
+            return abs(float(query.get(url_name, ["nan"])[0]) - shown) < 1e-9
+
+        for notch in range(1, count + 1):
+            await drag_to(min(value + notch * step, high))
+        for _ in range(3):  # a drag the slider did not commit is made again, to the final value
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                if await server_has_target():
+                    return
+                await asyncio.sleep(0.1)
+            await drag_to(target)
+        raise AssertionError(f"the {slider_name!r} slider did not reach {target} on the server")
 
     return act
 

@@ -25,29 +25,34 @@ pytestmark = pytest.mark.e2e
 def scripted_sessions() -> list[Session]:
     memory_batch = "Batch size (log)"
     return [
-        Session("memory: five quick notches", "Memory", [("5 notches on batch", notches(memory_batch, 5))]),
+        Session(
+            "memory: five quick notches", "Memory", [("5 notches on batch", notches(memory_batch, 5, "batch_size"))]
+        ),
         Session(
             "memory: CNN, batch then depth",
             "Memory?preset=cnn&width=32&depth=2&seed=7",
-            [("3 notches on batch", notches(memory_batch, 3)), ("1 notch on depth", notches("Depth (blocks)", 1))],
+            [
+                ("3 notches on batch", notches(memory_batch, 3, "batch_size")),
+                ("1 notch on depth", notches("Depth (blocks)", 1, "depth")),
+            ],
         ),
         Session(
             "memory: transformer",
             "Memory?preset=transformer&width=64&heads=4&seq_len=32&batch_size=4",
-            [("5 notches on batch", notches(memory_batch, 5))],
+            [("5 notches on batch", notches(memory_batch, 5, "batch_size"))],
         ),
         Session(
             "modes: width then dropout",
             "Modes",
-            [("3 notches on width", notches("Width", 3)), ("2 notches on p", notches("Dropout p", 2))],
+            [("3 notches on width", notches("Width", 3, "width")), ("2 notches on p", notches("Dropout p", 2, "p"))],
         ),
-        Session("modes: seed 5, batch", "Modes?seed=5", [("4 notches on batch", notches("Batch size", 4))]),
+        Session("modes: seed 5, batch", "Modes?seed=5", [("4 notches on batch", notches("Batch size", 4, "batch"))]),
         Session(
             "autograd: lifecycle clicks",
             "Autograd",
             [
                 ("backward twice", click("backward(retain_graph=True)", "backward(retain_graph=True)")),
-                ("2 notches on width", notches("Width", 2)),
+                ("2 notches on width", notches("Width", 2, "width")),
             ],
         ),
         Session(
@@ -58,7 +63,7 @@ def scripted_sessions() -> list[Session]:
         Session(
             "profiler: DataLoader workers",
             "Profiler?num_workers=1&data_cost_ms=5&warmup=1&active=3",
-            [("1 notch on active steps", notches("Active steps", 1))],
+            [("1 notch on active steps", notches("Active steps", 1, "active"))],
             deterministic=False,  # its figures are timings: compare the settings they state
         ),
     ]
@@ -160,3 +165,38 @@ def test_eight_sessions_at_once_stay_apart_and_leave_no_process_behind():
         f"time: ratio {p95(together) / p95(alone):.2f}; page loads {p95(together, True):.2f} s against "
         f"{p95(alone, True):.2f} s"
     )
+
+
+def processes_at_depth(root: int, depth: int) -> set[int]:
+    level = {root}
+    for _ in range(depth):
+        level = {child for pid in level for child in descendants(pid) if parent(child) == pid}
+    return {pid for pid in level if alive(pid)}
+
+
+def parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def test_leaving_a_page_mid_run_stops_its_run_within_a_second(browser):
+    """A long profile with DataLoader workers; the user opens another page; the workers are gone within ~1 s.
+
+    Processes under the server: forkserver (1) -> engine worker (2) -> its forkserver (3) -> DataLoader workers (4).
+    """
+    with streamlit_server() as (url, server):
+        page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+        page.goto(f"{url}/Profiler?num_workers=2&data_cost_ms=50&warmup=5&active=10")
+        deadline = time.monotonic() + 90
+        while not processes_at_depth(server.pid, 4):
+            assert time.monotonic() < deadline, "the profiling run never started its DataLoader workers"
+            time.sleep(0.1)
+        page.get_by_role("link", name="PyTorch Explorer").first.click()
+        left = time.monotonic()
+        while processes_at_depth(server.pid, 4) and time.monotonic() - left < 5:
+            time.sleep(0.05)
+        stopped_after = time.monotonic() - left
+        page.context.close()
+    assert stopped_after < 1.5, f"the run's DataLoader workers were still alive {stopped_after:.1f} s after leaving"
