@@ -19,20 +19,8 @@ def caption(what: str, settings: Mapping[str, Any], device: str) -> str:
 
 
 def graph(dot_source: str, caption_text: str, file_stem: str) -> None:
-    """Draw a DOT graph in the browser and offer it as SVG and PNG, laid out on the server.
-
-    The browser lays the graph out asynchronously (d3-graphviz); two layouts into one element
-    in quick succession can finish out of order and leave the older graph on screen (seen
-    with fast clicks). So each new graph goes into a fresh element: two slots, used in turn.
-    """
-    turn_key, last_key = f"{file_stem}-graph-turn", f"{file_stem}-graph-last"
-    if st.session_state.get(last_key) != dot_source:
-        st.session_state[turn_key] = st.session_state.get(turn_key, 0) + 1
-        st.session_state[last_key] = dot_source
-    slots = (st.empty(), st.empty())
-    turn = st.session_state[turn_key] % 2
-    slots[1 - turn].empty()
-    slots[turn].graphviz_chart(dot_source, width="content")
+    """Draw a DOT graph in the browser and offer it as SVG and PNG, laid out on the server."""
+    st.graphviz_chart(dot_source, width="content")
     st.caption(caption_text)
     if graphs.layout_engine_name() is None:
         st.caption("No Graphviz layout engine here, so no image export: `pip install graphviz-pure`.")
