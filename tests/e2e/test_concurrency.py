@@ -10,6 +10,7 @@ printed as a ratio to the same interactions done one session at a time.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 from pathlib import Path
@@ -91,6 +92,12 @@ async def run_one_at_a_time(url: str, sessions: list[Session]) -> list[Session]:
             await browser.close()
 
 
+def run_async(coroutine):
+    """asyncio.run on a thread of its own: the sync Playwright fixtures keep an event loop on this one."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def descendants(root: int) -> set[int]:
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -139,14 +146,14 @@ class ProcessWatch:
 
 def test_eight_sessions_at_once_stay_apart_and_leave_no_process_behind():
     with streamlit_server() as (url, server), ProcessWatch(server.pid) as watch:
-        together = asyncio.run(run_together(url, scripted_sessions()))
+        together = run_async(run_together(url, scripted_sessions()))
     deadline = time.monotonic() + 10
     while any(alive(pid) for pid in watch.seen) and time.monotonic() < deadline:
         time.sleep(0.2)
     left = sorted(pid for pid in watch.seen if alive(pid))
 
     with streamlit_server() as (url, _):  # a fresh server: nothing cached from the run above
-        alone = asyncio.run(run_one_at_a_time(url, scripted_sessions()))
+        alone = run_async(run_one_at_a_time(url, scripted_sessions()))
 
     for mixed, single in zip(together, alone, strict=True):
         assert not mixed.errors and not single.errors, (mixed.name, mixed.errors, single.errors)
