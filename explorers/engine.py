@@ -46,6 +46,7 @@ import dataclasses
 import itertools
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.spawn
 import os
 import pickle
 import random
@@ -125,6 +126,27 @@ def available_memory_bytes() -> int:
 
 
 # --- The worker process ----------------------------------------------------------------------
+
+WORKER_NAME = "explorer-worker"
+_standard_preparation_data = multiprocessing.spawn.get_preparation_data
+
+
+def _preparation_data(name: str) -> dict:
+    """What a new process imports before it runs: for our workers, never the parent's `__main__`.
+
+    multiprocessing re-imports the parent's main module in every child it starts. Streamlit
+    installs the page it is running as `__main__`, so a worker started during a page run
+    would run that page while booting (and start an engine of its own from it). Workers
+    need nothing from `__main__`: experiments are importable module-level functions.
+    """
+    data = _standard_preparation_data(name)
+    if name.startswith(WORKER_NAME):
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+    return data
+
+
+multiprocessing.spawn.get_preparation_data = _preparation_data
 
 
 def _reset_process_state(threads: int) -> None:
@@ -226,12 +248,17 @@ class _Job:
         return self.state in ("done", "failed", "cancelled")
 
 
+_worker_ids = itertools.count(1)
+
+
 class _Worker:
     def __init__(self, context, threads: int) -> None:
         self.conn, child_conn = context.Pipe()
         # Not a daemon: daemonic processes may not start children, and DataLoader workers are children.
         # Engine.close (registered with atexit) ends it instead.
-        self.process = context.Process(target=_worker_main, args=(child_conn, threads), daemon=False)
+        self.process = context.Process(
+            target=_worker_main, args=(child_conn, threads), daemon=False, name=f"{WORKER_NAME}-{next(_worker_ids)}"
+        )
         self.process.start()
         child_conn.close()
         self.ready = False

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -220,3 +222,19 @@ def test_closing_the_engine_ends_every_worker():
     wait_until(lambda: all(group_members(w) == [] for w in workers), timeout_s=5)
     with pytest.raises(RunFailed):
         pool.submit(pid, 8)
+
+
+def test_workers_never_run_the_servers_main_module(tmp_path, monkeypatch):
+    """Streamlit installs the running page as __main__; a worker started meanwhile must not run that page."""
+    marker = tmp_path / "page-ran"
+    page = tmp_path / "page.py"
+    page.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    fake_main = types.ModuleType("__main__")
+    fake_main.__file__ = str(page)
+    monkeypatch.setitem(sys.modules, "__main__", fake_main)
+    pool = Engine(workers=1)
+    try:
+        assert pool.submit(pid, 9).result() != os.getpid()
+    finally:
+        pool.close()
+    assert not marker.exists()
