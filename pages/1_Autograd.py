@@ -147,15 +147,22 @@ with st.expander(f"Tensors saved for backward by the latest forward ({len(saved_
 
 lines = lesson.explain(result)
 figures.why_panel(lines)
-leaf = next(r for r in two_passes.final.tensors if r.grad_vs_one_pass is not None)
-figures.predict_then_reveal(
-    key("predict"),
-    f"After forward, then backward(retain_graph=True) twice, what is `{leaf.name}.grad`?",
-    ["The same as after one pass", "Twice one pass", "Zero", "An error"],
-    "Twice one pass",
-    f"Measured just now on this model: ‖{leaf.name}.grad‖ is {leaf.grad_vs_one_pass:.3f}× one pass. "
-    "Backward adds into `.grad`; only zero_grad clears it.",
-)
+leaf = next((r for r in two_passes.final.tensors if r.grad_vs_one_pass is not None), None)
+if leaf is None:  # e.g. a dead ReLU: every gradient is exactly zero, and twice zero teaches nothing
+    st.subheader("Predict, then reveal")
+    st.info(
+        "On this model every gradient is exactly zero (the activation passes no gradient for this input), "
+        "so a second backward pass has nothing to add. Change the seed or the activation to see it accumulate."
+    )
+else:
+    figures.predict_then_reveal(
+        key("predict"),
+        f"After forward, then backward(retain_graph=True) twice, what is `{leaf.name}.grad`?",
+        ["The same as after one pass", "Twice one pass", "Zero", "An error"],
+        "Twice one pass",
+        f"Measured just now on this model: ‖{leaf.name}.grad‖ is {leaf.grad_vs_one_pass:.3f}× one pass. "
+        "Backward adds into `.grad`; only zero_grad clears it.",
+    )
 figures.notes_download(
     "Autograd lab",
     figures.caption("Autograd lab", settings, page.device),

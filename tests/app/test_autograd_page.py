@@ -194,3 +194,11 @@ def test_unknown_link_settings_are_named_and_ignored():
     assert not at.exception
     assert "Ignored unknown link settings" in at.warning[0].value and "15 more" in at.warning[0].value
     assert not any(name.startswith("junk") for name in at.query_params)
+
+
+def test_a_dead_relu_gets_an_honest_note_instead_of_a_quiz():
+    """Scalar neuron, ReLU, seed 0: the unit is dead for its input, so no gradient can double."""
+    at = open_page(PAGE, {"preset": "scalar", "activation": "relu", "seed": "0"})
+    assert not at.exception
+    assert any("every gradient is exactly zero" in i.value for i in at.info)
+    assert not at.radio  # no question whose answer the run cannot show
