@@ -98,7 +98,8 @@ def run_async(coroutine):
         return pool.submit(asyncio.run, coroutine).result()
 
 
-def descendants(root: int) -> set[int]:
+def children_by_parent() -> dict[int, list[int]]:
+    """One pass over /proc: every live process, filed under its parent."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -106,6 +107,11 @@ def descendants(root: int) -> set[int]:
         except (OSError, IndexError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(stat.parent.name))
+    return children
+
+
+def descendants(root: int) -> set[int]:
+    children = children_by_parent()
     found, todo = set(), [root]
     while todo:
         for child in children.get(todo.pop(), []):
@@ -175,17 +181,11 @@ def test_eight_sessions_at_once_stay_apart_and_leave_no_process_behind():
 
 
 def processes_at_depth(root: int, depth: int) -> set[int]:
+    children = children_by_parent()
     level = {root}
     for _ in range(depth):
-        level = {child for pid in level for child in descendants(pid) if parent(child) == pid}
+        level = {child for pid in level for child in children.get(pid, [])}
     return {pid for pid in level if alive(pid)}
-
-
-def parent(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def test_leaving_a_page_mid_run_stops_its_run_within_a_second(browser):
