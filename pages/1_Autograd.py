@@ -6,7 +6,7 @@ from explorers.autograd import experiment as autograd
 from explorers.autograd import figures as charts
 from explorers.autograd import lesson
 from explorers.autograd.experiment import ACTIONS, AutogradOptions, Replay
-from explorers.autograd.figures import format_bytes
+from explorers.units import format_bytes
 from ui import figures, runs
 from ui.fields import BoolField, ChoiceField, IntField, SequenceField
 from ui.frame import start_lab

@@ -6,14 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from explorers.autograd.experiment import ACTIONS, AutogradRun, Snapshot
-
-
-def format_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024 or unit == "MiB":
-            return f"{n:,} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
+from explorers.units import format_bytes
 
 
 def tensor_table(snapshot: Snapshot) -> pd.DataFrame:

@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Sequence
 
 from explorers.autograd.experiment import AutogradRun, Snapshot
-from explorers.autograd.figures import format_bytes
+from explorers.units import format_bytes
 
 
 def explain(result: AutogradRun) -> list[str]:
