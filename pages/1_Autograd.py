@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from explorers import saved
 from explorers.autograd import experiment as autograd
 from explorers.autograd import figures as charts
 from explorers.autograd import lesson
@@ -124,7 +125,9 @@ with memory_column:
         delta=f"{result.final.saved_bytes - before:+,} B since the previous step",
         delta_color="off",
         delta_arrow="off",
+        help=saved.DEFINITION,
     )
+    st.caption(saved.DEFINITION)
     chart = charts.saved_bytes_figure(result)
     figures.plotly(chart, figures.caption("Saved-for-backward bytes", settings, page.device), f"{stem}-saved")
 
@@ -143,7 +146,10 @@ st.caption(figures.caption("Tensor table", settings, page.device))
 saved_rows = [vars(s) for s in result.saved_tensors]
 with st.expander(f"Tensors saved for backward by the latest forward ({len(saved_rows)})"):
     st.dataframe(saved_rows, hide_index=True)
-    st.caption("Parameters, buffers and the input are saved by reference: only `activation` rows cost extra memory.")
+    st.caption(
+        "Parameters, buffers, the input and the target are saved by reference: only `activation` rows cost "
+        "extra memory."
+    )
 
 lines = lesson.explain(result)
 figures.why_panel(lines)

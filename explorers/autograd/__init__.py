@@ -7,8 +7,11 @@
     from explorers import autograd
     run = autograd.run(autograd.AutogradOptions(preset="mlp", width=8), ["forward", "backward_retain"])
     run.final.saved_bytes, run.final.tensors, run.graph_source
+
+    # your own model, on private copies (yours stays untouched):
+    run = autograd.run(actions=["forward", "backward"], yours=autograd.YourModel(model, x, target))
 """
 
-from explorers.autograd.experiment import ACTIONS, PRESETS, AutogradOptions, AutogradRun, run
+from explorers.autograd.experiment import ACTIONS, PRESETS, AutogradOptions, AutogradRun, YourModel, run
 
-__all__ = ["ACTIONS", "PRESETS", "AutogradOptions", "AutogradRun", "run"]
+__all__ = ["ACTIONS", "PRESETS", "AutogradOptions", "AutogradRun", "YourModel", "run"]

@@ -26,15 +26,16 @@ presets draw their weights and dropout masks from torch's global RNG.
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 import torchviz
 from torch import nn
 
-from explorers import bounds, graphs
+from explorers import bounds, graphs, saved
 from explorers.rng import isolated_rng
 
 PRESETS = {
@@ -108,7 +109,7 @@ class SavedTensor:
     shape: tuple[int, ...]
     dtype: str
     storage_bytes: int
-    owner: str  # the parameter or input it shares storage with, or "activation"
+    owner: str  # the parameter, buffer, "input x" or "target" it shares storage with, or "activation"
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ class Snapshot:
     action: str
     error: str | None
     tensors: tuple[TensorRow, ...]
-    saved_bytes: int  # distinct storages only the graph keeps alive (parameters, buffers and input excluded)
+    saved_bytes: int  # saved for backward, as explorers.saved.DEFINITION counts it
     saved_count: int
     has_graph: bool  # the latest loss has a grad_fn (its saved tensors may be freed: see saved_bytes)
 
@@ -202,23 +203,68 @@ def build_model(options: AutogradOptions) -> nn.Module:
     return _Stack(blocks)
 
 
+@dataclass(frozen=True)
+class YourModel:
+    """A notebook user's model and batch, for `run(..., yours=YourModel(...))`."""
+
+    model: nn.Module
+    example_input: torch.Tensor
+    target: torch.Tensor | None = None
+    loss_fn: Callable | None = None  # (output, target) -> loss, or (output) -> loss without a target
+
+    @property
+    def loss_expression(self) -> str:
+        if self.loss_fn is None:
+            return "loss = model(x).sum()" if self.target is None else "loss = mse(model(x), target)"
+        name = getattr(self.loss_fn, "__name__", type(self.loss_fn).__name__)
+        return f"loss = {name}(model(x){'' if self.target is None else ', target'})"
+
+
+class _UserModel(nn.Module):
+    """A notebook user's model, made to look like a preset: its first output tensor, no named intermediates."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.inner = model
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[tuple[str, torch.Tensor]]]:
+        return _first_tensor(self.inner(x)), []
+
+
+def _first_tensor(output) -> torch.Tensor:
+    values = [output] if torch.is_tensor(output) else output.values() if isinstance(output, dict) else output
+    tensor = next((v for v in values if torch.is_tensor(v)), None)
+    if tensor is None:
+        raise ValueError(f"the model returned {type(output).__name__} with no tensor in it")
+    return tensor
+
+
 class _Lifecycle:
     """One model, its input and its latest loss, driven step by step."""
 
-    def __init__(self, options: AutogradOptions):
+    def __init__(self, options: AutogradOptions, yours: YourModel | None = None):
         self.options = options
         self.notes: list[str] = []
-        batch = options.batch_size
-        if options.preset == "mlp_bn_dropout" and batch < 2:
-            batch = 2
-            self.notes.append("BatchNorm needs at least 2 samples per batch in train mode, so the batch size is 2.")
         device = torch.device(options.device)
-        self.model = build_model(options).to(device).train()
-        shape = () if options.preset == "scalar" else (batch, IN_FEATURES)
-        self.x = torch.randn(shape).to(device).requires_grad_(options.input_requires_grad)
-        self.target = None if options.preset == "scalar" else torch.randn(batch, 1).to(device)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE)
-        self.parameters = dict(self.model.named_parameters())
+        if yours is None:
+            batch = options.batch_size
+            if options.preset == "mlp_bn_dropout" and batch < 2:
+                batch = 2
+                self.notes.append("BatchNorm needs at least 2 samples per batch in train mode, so the batch size is 2.")
+            self.model = build_model(options).to(device).train()
+            shape = () if options.preset == "scalar" else (batch, IN_FEATURES)
+            self.x = torch.randn(shape).to(device).requires_grad_(options.input_requires_grad)
+            self.target = None if options.preset == "scalar" else torch.randn(batch, 1).to(device)
+            self.loss_fn = None if self.target is None else nn.functional.mse_loss
+            self.loss_expression = "loss = y" if self.target is None else "loss = mse(model(x), target)"
+        else:  # private copies: the caller's model, gradients and tensors stay exactly as they were
+            self.model = _UserModel(copy.deepcopy(yours.model))
+            self.x = yours.example_input.detach().clone().requires_grad_(yours.example_input.requires_grad)
+            self.target = None if yours.target is None else yours.target.detach().clone()
+            self.loss_fn = yours.loss_fn or (None if self.target is None else nn.functional.mse_loss)
+            self.loss_expression = yours.loss_expression
+        self.optimizer = torch.optim.SGD([p for p in self.model.parameters() if p.requires_grad], lr=LEARNING_RATE)
+        self.parameters = {name.removeprefix("inner."): p for name, p in self.model.named_parameters()}
         self.loss: torch.Tensor | None = None
         self.intermediates: list[tuple[str, torch.Tensor]] = []
         self.saved_tensors: tuple[SavedTensor, ...] = ()
@@ -231,10 +277,6 @@ class _Lifecycle:
         named = {"x": self.x} if self.x.requires_grad else {}
         return named | self.parameters
 
-    @property
-    def loss_expression(self) -> str:
-        return "loss = y" if self.options.preset == "scalar" else "loss = mse(model(x), target)"
-
     def apply(self, action: str) -> str | None:
         """Run one step; return PyTorch's error message if it raised one."""
         try:
@@ -245,7 +287,7 @@ class _Lifecycle:
 
     def _forward(self) -> None:
         self._run_model()
-        self.saved_tensors = tuple(saved for saved, _ in self._saved_in_graph())
+        self.saved_tensors = tuple(record for record, _ in self._saved_in_graph())
 
     def _forward_no_grad(self) -> None:
         with torch.no_grad():
@@ -253,7 +295,10 @@ class _Lifecycle:
 
     def _run_model(self) -> None:
         output, intermediates = self.model(self.x)
-        self.loss = output if self.target is None else nn.functional.mse_loss(output, self.target)
+        if self.loss_fn is None:  # the scalar neuron's output is its loss; a user's output without a loss is summed
+            self.loss = output if output.dim() == 0 else output.sum()
+        else:
+            self.loss = self.loss_fn(output) if self.target is None else self.loss_fn(output, self.target)
         self.intermediates = [*intermediates, ("model out", output)] if self.target is not None else intermediates
         self.graph_freed = False
         self.backward_passes = 0
@@ -281,10 +326,13 @@ class _Lifecycle:
     def _sgd_step(self) -> None:
         self.optimizer.step()
 
-    def _state_owners(self) -> dict[int, str]:
-        """Storages of parameters and buffers (BatchNorm running stats): they exist with or without a graph."""
-        state = {**self.parameters, **dict(self.model.named_buffers())}
-        return {t.untyped_storage().data_ptr(): name for name, t in state.items()}
+    def _owners(self) -> dict[int, str]:
+        """Storages that exist with or without a graph: parameters, buffers (BatchNorm's running
+        statistics) and the batch. A saved tensor sharing one of them costs the graph nothing."""
+        owned = {**self.parameters, **dict(self.model.named_buffers()), "input x": self.x}
+        if self.target is not None:
+            owned["target"] = self.target
+        return {saved.storage_key(t): name for name, t in owned.items()}
 
     def _saved_in_graph(self) -> list[tuple[SavedTensor, int]]:
         """Walk the latest loss's graph as torchviz does; list each saved tensor still held, with its storage.
@@ -293,8 +341,7 @@ class _Lifecycle:
         honest: with hooks installed, PyTorch skips its check that a saved tensor was not
         modified in place, and the optimizer-step error would silently disappear.
         """
-        owners = self._state_owners()
-        owners[self.x.untyped_storage().data_ptr()] = "input x"
+        owners = self._owners()
         found, seen, pending = [], set(), [getattr(self.loss, "grad_fn", None)]
         while pending:
             node = pending.pop()
@@ -309,22 +356,22 @@ class _Lifecycle:
                 except RuntimeError:  # freed by backward, or modified in place since it was saved
                     continue
                 if torch.is_tensor(value):
-                    storage = value.untyped_storage()
-                    saved = SavedTensor(
+                    key = saved.storage_key(value)
+                    record = SavedTensor(
                         node=node.name(),
                         attribute=attribute.removeprefix("_saved_"),
                         shape=tuple(value.shape),
                         dtype=str(value.dtype).removeprefix("torch."),
-                        storage_bytes=storage.nbytes(),
-                        owner=owners.get(storage.data_ptr(), "activation"),
+                        storage_bytes=value.untyped_storage().nbytes(),
+                        owner=owners.get(key, "activation"),
                     )
-                    found.append((saved, storage.data_ptr()))
+                    found.append((record, key))
             pending.extend(next_node for next_node, _ in node.next_functions)
         return found
 
     def _held_bytes(self) -> tuple[int, int]:
-        """(bytes, count) of distinct storages the graph alone keeps alive: not model state, not the input."""
-        storages = {ptr: saved.storage_bytes for saved, ptr in self._saved_in_graph() if saved.owner == "activation"}
+        """(bytes, count) saved for backward, as explorers.saved.DEFINITION counts them."""
+        storages = {key: record.storage_bytes for record, key in self._saved_in_graph() if record.owner == "activation"}
         return sum(storages.values()), len(storages)
 
     def snapshot(self, action: str, error: str | None) -> Snapshot:
@@ -409,15 +456,23 @@ def _grad_or_zeros(tensor: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(tensor) if tensor.grad is None else tensor.grad.detach().clone()
 
 
-def run(options: AutogradOptions, actions: Sequence[str] = ()) -> AutogradRun:
-    """Build the preset from `options.seed` and apply `actions` in order, recording each state."""
+def run(
+    options: AutogradOptions | None = None, actions: Sequence[str] = (), yours: YourModel | None = None
+) -> AutogradRun:
+    """Build the preset from `options.seed` (or copy `yours`) and apply `actions` in order, recording each state.
+
+    With `yours`, the run works on private copies of the model and tensors (the options' preset,
+    sizes and activation do not apply; seed, device and show_saved do), so the caller's model,
+    its `.grad` fields, buffers and tensors are left exactly as they were.
+    """
+    options = options or AutogradOptions()
     unknown = [a for a in actions if a not in ACTIONS]
     if unknown:
         raise ValueError(f"unknown actions {unknown}; known: {sorted(ACTIONS)}")
     if len(actions) > MAX_STEPS:
         raise ValueError(f"at most {MAX_STEPS} steps, got {len(actions)}")
     with isolated_rng(options.seed, options.device):
-        lab = _Lifecycle(options)
+        lab = _Lifecycle(options, yours)
         snapshots = [lab.snapshot("start", None)]
         for action in actions:
             snapshots.append(lab.snapshot(action, lab.apply(action)))

@@ -24,9 +24,9 @@ def explain(result: AutogradRun) -> list[str]:
     if non_leaves:
         example = non_leaves[0]
         lines.append(
-            f"**Leaves** are the {len(leaves)} tensors you created with requires_grad=True "
-            f"({', '.join(r.name for r in leaves[:3])}{', …' if len(leaves) > 3 else ''}): backward "
-            f"accumulates into their `.grad`. `{example.name}` was made by `{example.grad_fn}`, so it is not "
+            f"Backward accumulates into the `.grad` of the {len(leaves)} **leaves** that require grad "
+            f"({', '.join(r.name for r in leaves[:3])}{', …' if len(leaves) > 3 else ''}): tensors no "
+            f"operation produced. `{example.name}` was made by `{example.grad_fn}`, so it is not "
             "a leaf and its `.grad` is not kept."
         )
     lines += _saved_memory_lines(steps)
@@ -86,17 +86,23 @@ def _saved_memory_lines(steps: Sequence[Snapshot]) -> list[str]:
     if not lines and steps and steps[-1].saved_bytes:
         lines.append(
             f"The graph now holds **{format_bytes(steps[-1].saved_bytes)}** in {steps[-1].saved_count} "
-            "tensors saved for backward (parameters and buffers excluded: they exist anyway)."
+            "tensors saved for backward (parameters, buffers and the batch not counted: they exist without the graph)."
         )
     return lines
 
 
+ACCUMULATION_SHOWN_FROM = 1.5  # a ratio nearer 1 could be one pass; past this the sum is plain to see
+
+
 def _accumulation_lines(final: Snapshot) -> list[str]:
-    ratios = [r.grad_vs_one_pass for r in final.tensors if r.grad_vs_one_pass is not None]
-    if not ratios or max(ratios) < 1.5:
+    rows = [r for r in final.tensors if r.grad_vs_one_pass is not None]
+    if not rows:
         return []
-    name = next(r.name for r in final.tensors if r.grad_vs_one_pass is not None)
+    largest = max(rows, key=lambda r: r.grad_vs_one_pass)
+    if largest.grad_vs_one_pass < ACCUMULATION_SHOWN_FROM:
+        return []
     return [
-        f"`{name}.grad` is now **{max(ratios):.3f}×** what one backward pass adds: backward accumulates into "
-        "`.grad`, it never overwrites. That is why a training loop zeroes gradients every step."
+        f"`{largest.name}.grad` is now **{largest.grad_vs_one_pass:.3f}×** the size of what the latest backward "
+        "pass added to it: backward accumulates into `.grad`, it never overwrites. That is why a training loop "
+        "zeroes gradients every step."
     ]
