@@ -27,16 +27,45 @@ from ui.fields import BoolField, ChoiceField, Field, encode_query, read_query
 from ui.runs import start_engine
 
 CSS = (Path(__file__).resolve().parent.parent / "assets" / "style.css").read_text()
-# For a projector: controls fold away and every rem-sized thing (text, widgets) grows.
+# For a projector: the sidebar and the controls fold away, every rem-sized thing (text, widgets)
+# grows, and figures grow with it (ui.figures reads `presenting()`).
 PRESENTING = BoolField("present", False)
 PRESENTATION_CSS = "<style>html { font-size: 20px; }</style>"
+# Session-wide, in a plain session key: Streamlit drops a widget's state on a page switch,
+# so the toggle's own key would forget the mode between labs.
+PRESENTING_KEY = "presenting"
+PRESENTING_TOGGLE_KEY = "presenting-toggle"
 
 
-def setup_page(title: str, icon: str) -> None:
+def presenting() -> bool:
+    return bool(st.session_state.get(PRESENTING_KEY, False))
+
+
+def _start_presenting_state() -> list[str]:
+    """The session's presentation mode, from the link on a session's first page; the link's problems."""
+    if PRESENTING_KEY in st.session_state:
+        return []
+    values, notices = read_query([PRESENTING], {k: v for k, v in st.query_params.to_dict().items() if k == "present"})
+    st.session_state[PRESENTING_KEY] = values.get(PRESENTING.name, PRESENTING.default)
+    return notices
+
+
+def _presenting_changed() -> None:
+    st.session_state[PRESENTING_KEY] = st.session_state[PRESENTING_TOGGLE_KEY]
+
+
+def setup_page(title: str, icon: str) -> list[str]:
+    """Page config, style, the lab menu and the presentation toggle; returns the link's problems, if any."""
+    notices = _start_presenting_state()
     st.set_page_config(
-        page_title=f"{title} · PyTorch Explorer", page_icon=icon, layout="wide", initial_sidebar_state="expanded"
+        page_title=f"{title} · PyTorch Explorer",
+        page_icon=icon,
+        layout="wide",
+        initial_sidebar_state="collapsed" if presenting() else "expanded",
     )
     st.html(f"<style>{CSS}</style>")
+    if presenting():
+        st.html(PRESENTATION_CSS)
     start_engine()  # workers warm up while the user reads: the first lab run finds them ready
     with st.sidebar:
         st.page_link("app.py", label="PyTorch Explorer", icon=":material/local_fire_department:")
@@ -48,6 +77,16 @@ def setup_page(title: str, icon: str) -> None:
                 st.markdown(
                     f"{entry.icon} <span class='soon'>{entry.title} · coming soon</span>", unsafe_allow_html=True
                 )
+        st.divider()
+        st.session_state[PRESENTING_TOGGLE_KEY] = presenting()
+        st.toggle(
+            "Presentation mode",
+            key=PRESENTING_TOGGLE_KEY,
+            on_change=_presenting_changed,
+            help="For a projector: larger text and figures, settings folded away. It stays on across labs, "
+            "and a shared link keeps it.",
+        )
+    return notices
 
 
 @dataclass(frozen=True)
@@ -73,7 +112,7 @@ class LabPage:
 
     @property
     def presenting(self) -> bool:
-        return st.session_state[self.key(PRESENTING.name)]
+        return presenting()
 
     def controls(self):
         """Where a lab draws its knobs: a bordered box, folded into an expander when presenting."""
@@ -87,35 +126,27 @@ class LabPage:
 def start_lab(slug: str, fields: Sequence[Field]) -> LabPage:
     """Page config, menu, header, URL state and the device choice for one lab."""
     entry = lab(slug)
-    setup_page(entry.title, entry.icon)
+    notices = setup_page(entry.title, entry.icon)
     devices = tuple(environment.available_devices())
     page = LabPage(entry, (*fields, ChoiceField("device", "cpu", devices)))
-    notices = _seed_state_from_url(page)
+    notices += _seed_state_from_url(page)
     st.title(f"{entry.icon} {entry.title}")
     st.markdown(f"<p class='question'>{entry.question}</p>", unsafe_allow_html=True)
     for notice in notices:
         st.warning(notice, icon=":material/warning:")
     with st.sidebar:
-        st.divider()
         st.selectbox("Device", devices, key=page.key("device"), help="CUDA and MPS appear only when present.")
         st.caption(environment.provenance(page.device))
-        st.toggle(
-            "Presentation mode",
-            key=page.key(PRESENTING.name),
-            help="Larger text and folded-away settings, for a projector. The link keeps it.",
-        )
-    if page.presenting:
-        st.html(PRESENTATION_CSS)
     return page
 
 
 def _seed_state_from_url(page: LabPage) -> list[str]:
     """Give every control without state its value from the URL (or its default); return the URL's problems."""
-    fields = (*page.fields, PRESENTING)
-    missing = [f for f in fields if page.key(f.name) not in st.session_state]
+    missing = [f for f in page.fields if page.key(f.name) not in st.session_state]
     if not missing:
         return []
-    values, notices = read_query(fields, st.query_params.to_dict())
+    query = {k: v for k, v in st.query_params.to_dict().items() if k != PRESENTING.name}  # setup_page reads it
+    values, notices = read_query(page.fields, query)
     for field in missing:
         page.set(field.name, values.get(field.name, field.default))
     return notices

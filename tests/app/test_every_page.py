@@ -26,16 +26,35 @@ def test_home_lists_every_lab_and_the_environment():
     assert "torch" in facts["fact"].tolist() and "graph layout engine" in facts["fact"].tolist()
 
 
+def settings_folded(at) -> bool:
+    return any(expander.label == "Settings" for expander in at.expander)
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_presentation_mode_folds_the_settings_away_and_stays_in_the_link(page):
-    def settings_folded(at):
-        return any(expander.label == "Settings" for expander in at.expander)
-
     at = open_page(page)
     assert not settings_folded(at)  # drawn in a bordered box
-    slug = next(lab.slug for lab in LABS if lab.page == page)
-    at.toggle(key=f"{slug}.present").set_value(True).run()
+    at.toggle(key="presenting-toggle").set_value(True).run()
     assert not at.exception and settings_folded(at)
     assert at.query_params["present"] == "1"
     reopened = open_page(page, {"present": "1"})
     assert settings_folded(reopened) and not reopened.warning
+    assert reopened.toggle(key="presenting-toggle").value
+
+
+def test_presentation_mode_stays_on_across_labs_and_off_when_turned_off():
+    at = open_page(PAGES[0])
+    at.toggle(key="presenting-toggle").set_value(True).run()
+    for page in PAGES[1:]:
+        at.switch_page(page).run()
+        assert not at.exception and settings_folded(at), page
+        assert at.toggle(key="presenting-toggle").value and at.query_params["present"] == "1"
+    at.toggle(key="presenting-toggle").set_value(False).run()
+    at.switch_page(PAGES[0]).run()
+    assert not settings_folded(at) and at.query_params["present"] == "0"
+
+
+def test_a_bad_presentation_value_in_the_link_gets_a_notice_and_the_default():
+    at = open_page(PAGES[0], {"present": "maybe"})
+    assert not at.exception and not settings_folded(at)
+    assert any("present" in w.value for w in at.warning)
