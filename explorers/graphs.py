@@ -54,6 +54,8 @@ def stable_ids(dot_source: str) -> str:
 
 
 def with_font(dot: graphviz.Digraph) -> graphviz.Digraph:
+    """Readable text at natural size: torchviz's size="12,12" would shrink a large graph (and its text) to fit."""
+    dot.graph_attr.pop("size", None)
     dot.node_attr.update(fontname=FONT, fontsize=FONT_SIZE)
     dot.edge_attr.update(fontname=FONT)
     dot.graph_attr.update(fontname=FONT)

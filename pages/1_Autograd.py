@@ -2,11 +2,11 @@
 
 import streamlit as st
 
-from explorers import saved
 from explorers.autograd import experiment as autograd
 from explorers.autograd import figures as charts
 from explorers.autograd import lesson
 from explorers.autograd.experiment import ACTIONS, AutogradOptions, Replay
+from explorers.saved import DEFINITION as SAVED_DEFINITION
 from explorers.units import format_bytes
 from ui import figures, runs
 from ui.fields import BoolField, ChoiceField, IntField, SequenceField
@@ -28,19 +28,20 @@ FIELDS = (
 page = start_lab("autograd", FIELDS)
 key = page.key
 
-with page.controls():
-    model, depth, width, activation, batch = st.columns([2.2, 1, 1, 1, 1])
-    model.selectbox("Model", tuple(autograd.PRESETS), format_func=autograd.PRESETS.get, key=key("preset"))
+bench, stage = page.workbench()
+with bench, page.controls():
+    st.selectbox("Model", tuple(autograd.PRESETS), format_func=autograd.PRESETS.get, key=key("preset"))
     scalar = page.value("preset") == "scalar"
     off = "The scalar neuron has one input and no layers." if scalar else None
+    depth, width = st.columns(2)
     depth.slider("Depth (blocks)", *autograd.DEPTH_RANGE, key=key("depth"), disabled=scalar, help=off)
     width.slider("Width", *autograd.WIDTH_RANGE, key=key("width"), disabled=scalar, help=off)
+    activation, batch = st.columns(2)
     activation.selectbox("Activation", tuple(autograd.ACTIVATIONS), key=key("activation"))
     batch.slider("Batch size", *autograd.BATCH_RANGE, key=key("batch"), disabled=scalar, help=off)
-    x_grad, saved, seed = st.columns([2.2, 2, 1])
-    x_grad.toggle("Input x requires grad", key=key("x_grad"), help="Makes the input a leaf that receives a gradient.")
-    saved.toggle("Show tensors saved for backward", key=key("saved"))
-    seed.number_input("Seed", *autograd.SEED_RANGE, key=key("seed"), step=1)
+    st.number_input("Seed", *autograd.SEED_RANGE, key=key("seed"), step=1)
+    st.toggle("Input x requires grad", key=key("x_grad"), help="Makes the input a leaf that receives a gradient.")
+    st.toggle("Show tensors saved for backward", key=key("saved"))
 
 
 def add_step(action: str) -> None:
@@ -48,28 +49,29 @@ def add_step(action: str) -> None:
 
 
 steps = page.value("steps")
-st.markdown("**Step through the lifecycle.** Each click replays every step from the seed, so a link reproduces it.")
 BUTTON_GROUPS = {
     "Build a graph": ("forward", "forward_no_grad"),
     "Backward": ("backward", "backward_retain"),
     "Clear gradients": ("zero_grad_none", "zero_grad_zeros"),
     "Update": ("sgd_step",),
 }
-for column, (group, actions) in zip(st.columns(len(BUTTON_GROUPS)), BUTTON_GROUPS.items(), strict=True):
-    column.caption(group)
-    for action in actions:
-        column.button(
-            ACTIONS[action],
-            key=f"do-{action}",
-            on_click=add_step,
-            args=(action,),
-            width="stretch",
-            disabled=len(steps) >= autograd.MAX_STEPS,
-            type="primary" if action == "forward" else "secondary",
-        )
-column.button(
-    "Reset", icon=":material/restart_alt:", key="do-reset", on_click=page.set, args=("steps", ()), width="stretch"
-)
+with bench:
+    st.markdown("**Step through the lifecycle.** Each click replays every step from the seed, so a link reproduces it.")
+    for group, actions in BUTTON_GROUPS.items():
+        for action in actions:  # one full-width button per row: the long zero_grad labels are never cut
+            st.button(
+                ACTIONS[action],
+                key=f"do-{action}",
+                on_click=add_step,
+                args=(action,),
+                width="stretch",
+                disabled=len(steps) >= autograd.MAX_STEPS,
+                type="primary" if action == "forward" else "secondary",
+                help=group,
+            )
+    st.button(
+        "Reset", icon=":material/restart_alt:", key="do-reset", on_click=page.set, args=("steps", ()), width="stretch"
+    )
 page.sync_url()
 
 options = AutogradOptions(
@@ -89,16 +91,12 @@ result, two_passes = runs.run_all(
     label="Replaying the steps",
 )
 trail = " → ".join(("✗ " if s.error else "") + ACTIONS[s.action] for s in result.steps) or "nothing yet"
-st.markdown(
-    f"Steps so far: **{trail}**" + ("  (step limit reached: reset)" if len(steps) >= autograd.MAX_STEPS else "")
-)
-for note in result.notes:
-    st.info(note)
-if result.final.error:
-    st.error(
-        f"PyTorch raised on `{ACTIONS[result.final.action]}`, and that is the lesson:\n\n```\n{result.final.error}\n```"
+with bench:
+    st.markdown(
+        f"Steps so far: **{trail}**" + ("  (step limit reached: reset)" if len(steps) >= autograd.MAX_STEPS else "")
     )
-
+    for note in result.notes:
+        st.info(note)
 settings = {
     "model": options.preset,
     "loss": result.loss_expression,
@@ -110,14 +108,17 @@ if not scalar:
 settings["steps"] = trail
 stem = f"autograd-{options.preset}"
 
-graph_column, memory_column = st.columns([5, 3], gap="large")
-with graph_column:
+with stage:
+    if result.final.error:
+        st.error(f"PyTorch raised on `{ACTIONS[result.final.action]}`, and that is the lesson:")
+        st.code(result.final.error, language=None, wrap_lines=True)
     st.subheader("The autograd graph")
     st.caption(result.graph_note)
     if result.graph_source:
         figures.graph(result.graph_source, figures.caption("Autograd graph (torchviz)", settings, page.device), stem)
-with memory_column:
-    st.subheader("Held for backward")
+st.subheader("Held for backward")
+held, history = st.columns([1, 2], gap="large")
+with held:
     before = result.snapshots[-2].saved_bytes if len(result.snapshots) > 1 else 0
     st.metric(
         "Saved tensors held now",
@@ -125,9 +126,10 @@ with memory_column:
         delta=f"{result.final.saved_bytes - before:+,} B since the previous step",
         delta_color="off",
         delta_arrow="off",
-        help=saved.DEFINITION,
+        help=SAVED_DEFINITION,
     )
-    st.caption(saved.DEFINITION)
+    st.caption(SAVED_DEFINITION)
+with history:
     chart = charts.saved_bytes_figure(result)
     figures.plotly(chart, figures.caption("Saved-for-backward bytes", settings, page.device), f"{stem}-saved")
 

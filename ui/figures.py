@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import functools
+import re
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -9,8 +13,23 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from explorers import environment, graphs
+from ui.frame import presenting
 
 FONT_SIZE = 16  # plotly's 12 is unreadable on a projector
+PRESENTING_FONT_SIZE = 22
+PRESENTING_HEIGHT_SCALE = 1.3
+PRESENTING_GRAPH_SCALE = 1.4  # 13 pt node text becomes about 24 px
+PX_PER_PT = 96 / 72
+
+
+@functools.lru_cache(maxsize=128)
+def _graph_image(dot_source: str, scale: float) -> str:
+    """The laid-out SVG as an <img> at natural size times `scale` (Streamlit's HTML sanitiser drops inline <svg>)."""
+    svg = graphs.render(dot_source, "svg")
+    width_pt, height_pt = (float(v) for v in re.search(rb'width="([\d.]+)pt" height="([\d.]+)pt"', svg).groups())
+    width, height = (round(v * PX_PER_PT * scale) for v in (width_pt, height_pt))
+    data = base64.b64encode(svg).decode()
+    return f'<img alt="autograd graph" width="{width}" height="{height}" src="data:image/svg+xml;base64,{data}">'
 
 
 def caption(what: str, settings: Mapping[str, Any], device: str) -> str:
@@ -19,12 +38,21 @@ def caption(what: str, settings: Mapping[str, Any], device: str) -> str:
 
 
 def graph(dot_source: str, caption_text: str, file_stem: str) -> None:
-    """Draw a DOT graph in the browser and offer it as SVG and PNG, laid out on the server."""
-    st.graphviz_chart(dot_source, width="content")
-    st.caption(caption_text)
+    """Draw a DOT graph at its natural size, laid out on the server, and offer it as SVG and PNG.
+
+    Laid out here rather than in the browser: the same DOT text always gives the same
+    picture (the browser's renderer sometimes kept an old graph after a change), and a
+    graph is never shrunk to fit its column, so node text stays readable (13 pt is about
+    17 px; presenting scales it up). A graph larger than its box scrolls inside it.
+    """
     if graphs.layout_engine_name() is None:
+        st.graphviz_chart(dot_source, width="content")
+        st.caption(caption_text)
         st.caption("No Graphviz layout engine here, so no image export: `pip install graphviz-pure`.")
         return
+    scale = PRESENTING_GRAPH_SCALE if presenting() else 1.0
+    st.html(f"<div class='graph'>{_graph_image(dot_source, scale)}</div>")
+    st.caption(caption_text)
     svg, png = st.columns(2)
     svg.download_button(
         "⬇ Graph as SVG",
@@ -45,16 +73,50 @@ def graph(dot_source: str, caption_text: str, file_stem: str) -> None:
 
 
 def plotly(figure: go.Figure, caption_text: str, file_stem: str, key: str | None = None) -> None:
-    """A plotly chart whose toolbar camera saves a 2x PNG named after the lab.
+    """A plotly chart that carries its caption (settings, device, torch) inside the figure.
 
-    `key` is for a chart redrawn within one run as its data arrives: each draft needs its own.
+    The caption is drawn in the figure's bottom margin, so a PNG saved with the toolbar's
+    camera (2x, named after the lab) still says what produced it. Presenting grows the
+    fonts and the height. `key` is for a chart redrawn within one run as its data
+    arrives: each draft needs its own.
     """
-    figure.update_layout(font={"size": FONT_SIZE, "color": "#222"}, template="plotly_white")
+    present = presenting()
+    figure.update_layout(
+        font={"size": PRESENTING_FONT_SIZE if present else FONT_SIZE, "color": "#222"}, template="plotly_white"
+    )
     if figure.layout.margin.t is None:  # a figure that sets its own margins keeps them
-        figure.update_layout(margin={"t": 50, "b": 40, "l": 60, "r": 20})
+        figure.update_layout(margin={"t": 60, "l": 70, "r": 20})
+    if present and figure.layout.height:
+        figure.update_layout(height=round(figure.layout.height * PRESENTING_HEIGHT_SCALE))
+    _add_caption(figure, caption_text)
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": file_stem, "scale": 2}}
     st.plotly_chart(figure, config=config, key=key or f"{file_stem}-chart", theme=None)  # keep our projector-size fonts
-    st.caption(caption_text)
+
+
+CAPTION_FONT_SIZE = 13
+CAPTION_LINE_CHARS = 110  # wrapped by hand: plotly annotations do not wrap
+
+
+def _add_caption(figure: go.Figure, text: str) -> None:
+    """The caption as an annotation below the x axis, with the bottom margin grown to hold it."""
+    lines = textwrap.wrap(text, CAPTION_LINE_CHARS) or [""]
+    axis_room = 80 if figure.layout.xaxis.title.text else 50  # tick labels, and the axis title when there is one
+    caption_room = 8 + round(CAPTION_FONT_SIZE * 1.35 * len(lines))
+    figure.update_layout(margin={"b": axis_room + caption_room})
+    figure.update_xaxes(automargin=False)  # the margin is planned here; plotly growing it would move the caption
+    figure.add_annotation(
+        text="<br>".join(lines),
+        xref="paper",
+        yref="paper",
+        x=0,
+        y=0,
+        xanchor="left",
+        yanchor="top",
+        yshift=-axis_room,
+        align="left",
+        showarrow=False,
+        font={"size": CAPTION_FONT_SIZE, "color": "#555"},
+    )
 
 
 def why_panel(lines: Sequence[str]) -> None:

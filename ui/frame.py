@@ -118,6 +118,10 @@ class LabPage:
         """Where a lab draws its knobs: a bordered box, folded into an expander when presenting."""
         return st.expander("Settings", icon=":material/tune:") if self.presenting else st.container(border=True)
 
+    def workbench(self):
+        """(controls, stage) columns: the main figure sits beside the knobs, so it is on screen at first sight."""
+        return st.columns([2, 3], gap="large")
+
     def sync_url(self) -> None:
         fields = (*self.fields, PRESENTING)
         st.query_params.from_dict(encode_query(fields, {**self.values(), PRESENTING.name: self.presenting}))

@@ -410,16 +410,21 @@ class _Lifecycle:
             version=tensor._version,
         )
 
+    @property
+    def _names(self) -> dict[str, torch.Tensor]:
+        """What torchviz labels: the leaves, and the loss (else its node reads just "()")."""
+        return self.leaves | {"loss": self.loss}
+
     def _make_dot(self):
         """torchviz's graph, with saved tensors when asked for and still readable."""
         if self.options.show_saved and not self.graph_freed:
             try:
-                return graphs.with_font(torchviz.make_dot(self.loss, params=self.leaves, show_saved=True)), True
+                return graphs.with_font(torchviz.make_dot(self.loss, params=self._names, show_saved=True)), True
             except RuntimeError:
                 readable = False
         else:
             readable = not self.graph_freed
-        return graphs.with_font(torchviz.make_dot(self.loss, params=self.leaves, show_saved=False)), readable
+        return graphs.with_font(torchviz.make_dot(self.loss, params=self._names, show_saved=False)), readable
 
     def graph(self) -> tuple[str | None, int, str]:
         """DOT source of the latest loss's graph, its node count, and what it shows."""

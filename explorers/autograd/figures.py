@@ -30,20 +30,36 @@ def tensor_table(snapshot: Snapshot) -> pd.DataFrame:
     )
 
 
+def byte_axis_unit(largest: float) -> tuple[str, int]:
+    """The binary unit an axis reads in, so its ticks match the bars' KiB/MiB labels."""
+    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
+        if largest >= size:
+            return unit, size
+    return "B", 1
+
+
 def saved_bytes_figure(result: AutogradRun) -> go.Figure:
-    """Bytes held for backward after each step; steps that raised are red."""
+    """Bytes held for backward after each step, one horizontal bar per step (labels stay level at any count)."""
     steps = result.steps
+    unit, size = byte_axis_unit(max((s.saved_bytes for s in steps), default=0))
+    labels = [f"{i}. {ACTIONS[s.action]}" for i, s in enumerate(steps, 1)] or ["(no steps)"]
     figure = go.Figure(
         go.Bar(
-            x=[f"{i}. {ACTIONS[s.action]}" for i, s in enumerate(steps, 1)] or ["(no steps)"],
-            y=[s.saved_bytes for s in steps] or [0],
-            text=[format_bytes(s.saved_bytes) for s in steps] or [""],
+            y=labels,
+            x=[s.saved_bytes / size for s in steps] or [0],
+            orientation="h",
+            text=[("✗ PyTorch raised" if s.error else format_bytes(s.saved_bytes)) for s in steps] or [""],
             textposition="outside",
             cliponaxis=False,
             marker_color=["#d62728" if s.error else "#ff7f0e" for s in steps],
         )
     )
     figure.update_layout(
-        title="After each step (red: PyTorch raised)", yaxis_title="bytes saved for backward", height=400
+        title="Saved for backward after each step",
+        xaxis_title=f"{unit} saved for backward",
+        yaxis={"autorange": "reversed"},
+        height=160 + 34 * len(labels),
+        margin={"t": 60, "l": 20, "r": 140},
     )
+    figure.update_yaxes(automargin=True)
     return figure

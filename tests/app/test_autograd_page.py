@@ -1,5 +1,7 @@
 """The Autograd page with every control exercised, its URL round trip, and hostile links."""
 
+import base64
+
 import pytest
 
 from explorers.autograd import experiment as autograd
@@ -17,8 +19,9 @@ def table(at):
 
 
 def graph_source(at):
-    charts = at.get("graphviz_chart")
-    return charts[0].proto.spec if charts else None
+    """The graph as drawn: SVG laid out on the server, inlined as an image."""
+    images = [h.proto.body for h in at.get("html") if "data:image/svg+xml;base64," in h.proto.body]
+    return base64.b64decode(images[0].split("base64,")[1].split('"')[0]).decode() if images else None
 
 
 def click(at, action):
@@ -68,13 +71,13 @@ def test_scalar_preset_disables_the_layer_knobs(lab):
 def test_input_grad_and_saved_tensor_toggles(lab):
     lab.toggle(key=key("x_grad")).set_value(True).run()
     assert bool(table(lab).loc["x", "requires_grad"])
-    assert 'label="x' in graph_source(lab)
-    assert "orange" not in graph_source(lab)
+    assert ">x</text>" in graph_source(lab)
+    assert 'fill="orange"' not in graph_source(lab)
     lab.toggle(key=key("saved")).set_value(True).run()
-    assert "orange" in graph_source(lab)
+    assert 'fill="orange"' in graph_source(lab)
     assert lab.query_params["saved"] == "1"
     lab.toggle(key=key("saved")).set_value(False).run()
-    assert "orange" not in graph_source(lab)
+    assert 'fill="orange"' not in graph_source(lab)
     assert lab.query_params["x_grad"] == "1" and lab.query_params["saved"] == "0"
 
 
@@ -98,7 +101,8 @@ def test_second_plain_backward_shows_pytorchs_error(lab):
     click(lab, "backward")
     assert lab.metric[0].value == "0 B"
     click(lab, "backward")
-    assert any("backward through the graph a second time" in e.value for e in lab.error)
+    assert any("PyTorch raised on `backward()`" in e.value for e in lab.error)
+    assert any("backward through the graph a second time" in c.value for c in lab.code)  # wrapped, hint visible
     assert not lab.exception
 
 

@@ -194,8 +194,15 @@ def test_explanation_quotes_the_live_numbers():
 
 def test_figure_and_table_carry_the_run_numbers():
     result = run(AutogradOptions(), ["forward", "backward", "backward"])
-    bar = figures.saved_bytes_figure(result).data[0]
-    assert list(bar.y) == [s.saved_bytes for s in result.steps] and bar.y[0] > 0 == bar.y[1]
-    assert bar.marker.color[2] != bar.marker.color[0]  # the failed step stands out
+    figure = figures.saved_bytes_figure(result)
+    bar = figure.data[0]
+    assert list(bar.x) == [s.saved_bytes for s in result.steps] and bar.x[0] > 0 == bar.x[1]  # bytes: under 1 KiB
+    assert figure.layout.xaxis.title.text == "B saved for backward"
+    assert (
+        bar.marker.color[2] != bar.marker.color[0] and bar.text[2] == "✗ PyTorch raised"
+    )  # the failed step stands out
+    wide = figures.saved_bytes_figure(run(AutogradOptions(width=64, batch_size=64), ["forward"]))
+    assert wide.layout.xaxis.title.text == "KiB saved for backward"
+    assert wide.data[0].x[0] == pytest.approx(wide.data[0].text and float(wide.data[0].text[0].split()[0]), abs=0.05)
     table = figures.tensor_table(result.final).set_index("tensor")
     assert table.loc["head.weight", "‖grad‖"] == pytest.approx(float(result.final_grads["head.weight"].norm()))
