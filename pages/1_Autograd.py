@@ -2,9 +2,9 @@
 
 import streamlit as st
 
+from explorers.autograd import card, lesson
 from explorers.autograd import experiment as autograd
 from explorers.autograd import figures as charts
-from explorers.autograd import lesson
 from explorers.autograd.experiment import ACTIONS, AutogradOptions, Replay
 from explorers.saved import DEFINITION as SAVED_DEFINITION
 from explorers.units import format_bytes
@@ -155,6 +155,7 @@ with st.expander(f"Tensors saved for backward by the latest forward ({len(saved_
 
 lines = lesson.explain(result)
 figures.why_panel(lines)
+figures.answer_card(card.answer_card(result, two_passes))
 leaf = next((r for r in two_passes.final.tensors if r.grad_vs_one_pass is not None), None)
 if leaf is None:  # e.g. a dead ReLU: every gradient is exactly zero, and twice zero teaches nothing
     st.subheader("Predict, then reveal")

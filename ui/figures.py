@@ -12,7 +12,9 @@ from typing import Any
 import plotly.graph_objects as go
 import streamlit as st
 
-from explorers import environment, graphs
+from explorers import environment, graphs, units
+from explorers.cards import AnswerCard
+from ui import drill, notes
 from ui.frame import presenting
 
 FONT_SIZE = 16  # plotly's 12 is unreadable on a projector
@@ -23,9 +25,14 @@ PX_PER_PT = 96 / 72
 
 
 @functools.lru_cache(maxsize=128)
+def _svg(dot_source: str) -> str:
+    svg = graphs.render(dot_source, "svg").decode()
+    return svg[svg.index("<svg") :]
+
+
 def _graph_image(dot_source: str, scale: float) -> str:
     """The laid-out SVG as an <img> at natural size times `scale` (Streamlit's HTML sanitiser drops inline <svg>)."""
-    svg = graphs.render(dot_source, "svg")
+    svg = _svg(dot_source).encode()
     width_pt, height_pt = (float(v) for v in re.search(rb'width="([\d.]+)pt" height="([\d.]+)pt"', svg).groups())
     width, height = (round(v * PX_PER_PT * scale) for v in (width_pt, height_pt))
     data = base64.b64encode(svg).decode()
@@ -52,6 +59,7 @@ def graph(dot_source: str, caption_text: str, file_stem: str) -> None:
         return
     scale = PRESENTING_GRAPH_SCALE if presenting() else 1.0
     st.html(f"<div class='graph'>{_graph_image(dot_source, scale)}</div>")
+    notes.add_graph(caption_text, _svg(dot_source))
     st.caption(caption_text)
     svg, png = st.columns(2)
     svg.download_button(
@@ -89,12 +97,13 @@ def plotly(figure: go.Figure, caption_text: str, file_stem: str, key: str | None
     if present and figure.layout.height:
         figure.update_layout(height=round(figure.layout.height * PRESENTING_HEIGHT_SCALE))
     _add_caption(figure, caption_text)
+    notes.add_chart(caption_text, figure)
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": file_stem, "scale": 2}}
     st.plotly_chart(figure, config=config, key=key or f"{file_stem}-chart", theme=None)  # keep our projector-size fonts
 
 
 CAPTION_FONT_SIZE = 13
-CAPTION_LINE_CHARS = 110  # wrapped by hand: plotly annotations do not wrap
+CAPTION_LINE_CHARS = 80  # wrapped by hand: plotly annotations do not wrap; 80 fits a 600 px chart
 
 
 def _add_caption(figure: go.Figure, text: str) -> None:
@@ -125,36 +134,63 @@ def why_panel(lines: Sequence[str]) -> None:
 
 
 def predict_then_reveal(key: str, question: str, choices: Sequence[str], answer: str, evidence: str) -> None:
-    """Ask first; the live evidence appears only once the reader has committed to an answer."""
+    """Ask first; the live evidence appears only once the reader has committed to an answer.
+
+    The first answer to each question counts towards the session's drill score (the study
+    plan page shows it); changing it afterwards still reveals, but does not rescore.
+    """
     st.subheader("Predict, then reveal")
     choice = st.radio(question, choices, index=None, key=key)
     if choice is None:
         st.caption("Pick an answer to see what PyTorch does.")
-    elif choice == answer:
-        st.success(f"Right. {evidence}")
     else:
-        st.error(f"Not quite: **{answer}**. {evidence}")
+        drill.record(key, question, choice == answer)
+        if choice == answer:
+            st.success(f"Right. {evidence}")
+        else:
+            st.error(f"Not quite: **{answer}**. {evidence}")
+    right, asked = drill.score()
+    if asked:
+        st.caption(f"Drill score this session: {right} of {asked} first answers right.")
+
+
+def answer_card(card: AnswerCard) -> None:
+    """The interview answer in four parts, with this run's evidence, and a timer to say it aloud."""
+    notes.add_card(card)
+    st.subheader("Answer card")
+    with st.container(border=True):
+        st.markdown(f"**{card.question}**")
+        st.markdown(card.as_markdown())
+    drill.timer()
 
 
 def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Rows as a markdown table, numbers written for people: 3 significant figures, no 'nan', no 'None'."""
     if not rows:
         return "_(empty)_"
     header = list(rows[0])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(row[h]) for h in header) + " |" for row in rows]
+    lines += ["| " + " | ".join(_cell(row[h]) for h in header) + " |" for row in rows]
     return "\n".join(lines)
 
 
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return units.format_number(value)
+    return str(value).replace("|", "/")
+
+
 def notes_download(title: str, caption_text: str, sections: Mapping[str, str], file_stem: str) -> None:
-    """One click: the settings, the lesson and the tables of this run, as markdown."""
-    body = [f"# {title}", "", caption_text, ""]
-    for heading, text in sections.items():
-        body += [f"## {heading}", "", text, ""]
+    """One click: one self-contained HTML file with the settings, the answer card, the lesson, figures and tables."""
+    collected = notes.collected()
     st.download_button(
-        "⬇ Notes (.md)",
-        "\n".join(body),
-        f"{file_stem}-notes.md",
-        mime="text/markdown",
+        "⬇ Notes (.html)",
+        lambda: notes.document(title, caption_text, sections, collected),
+        f"{file_stem}-notes.html",
+        mime="text/html",
         on_click="ignore",
         key=f"{file_stem}-notes",
+        help="Reads offline in any browser; its figures are images you can paste into a notes app.",
     )

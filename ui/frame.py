@@ -22,6 +22,7 @@ from typing import Any
 import streamlit as st
 
 from explorers import environment
+from ui import drill, notes
 from ui.catalogue import LABS, Lab, lab
 from ui.fields import BoolField, ChoiceField, Field, encode_query, read_query
 from ui.runs import start_engine
@@ -57,6 +58,7 @@ def _presenting_changed() -> None:
 def setup_page(title: str, icon: str) -> list[str]:
     """Page config, style, the lab menu and the presentation toggle; returns the link's problems, if any."""
     notices = _start_presenting_state()
+    notes.begin()
     st.set_page_config(
         page_title=f"{title} · PyTorch Explorer",
         page_icon=icon,
@@ -131,6 +133,7 @@ def start_lab(slug: str, fields: Sequence[Field]) -> LabPage:
     """Page config, menu, header, URL state and the device choice for one lab."""
     entry = lab(slug)
     notices = setup_page(entry.title, entry.icon)
+    drill.visit(slug)
     devices = tuple(environment.available_devices())
     page = LabPage(entry, (*fields, ChoiceField("device", "cpu", devices)))
     notices += _seed_state_from_url(page)

@@ -1,0 +1,51 @@
+"""Study mode on every lab: an answer card bound to the run, a scored drill, and a self-contained notes file."""
+
+import re
+
+import pytest
+
+from tests.app.conftest import PAGES, open_page
+from ui import notes
+
+# A control per lab whose change must change the card's evidence: (widget kind, key, new value).
+EVIDENCE_CONTROLS = {
+    "pages/1_Autograd.py": ("slider", "autograd.width", 32),
+}
+CARDED = [page for page in PAGES if page in EVIDENCE_CONTROLS]
+
+
+def card_evidence(at) -> str:
+    return at.session_state[notes.STATE_KEY].card.evidence
+
+
+@pytest.mark.parametrize("page", CARDED)
+def test_the_answer_card_quotes_this_run_and_changes_with_a_control(page):
+    at = open_page(page)
+    assert not at.exception
+    before = card_evidence(at)
+    assert re.search(r"\d", before), "the evidence quotes numbers"
+    assert any(h.value == "Answer card" for h in at.subheader)
+    kind, key, value = EVIDENCE_CONTROLS[page]
+    getattr(at, kind)(key=key).set_value(value).run()
+    assert not at.exception and card_evidence(at) != before
+
+
+@pytest.mark.parametrize("page", CARDED)
+def test_the_notes_file_holds_settings_card_figures_and_no_nan(page):
+    at = open_page(page)
+    collected = at.session_state[notes.STATE_KEY]
+    assert collected.charts or collected.graphs
+    document = notes.document("Lab", "seed 0 · cpu", {"Why": "- a **bold** `code` line"}, collected)
+    assert "seed 0" in document and "Answer card" in document and "<b>bold</b>" in document
+    assert "<svg" in document or "data-figure" in document
+    assert not re.search(r"\bnan\b", re.sub(r"<script>.*?</script>", "", document, flags=re.S), re.IGNORECASE)
+
+
+def test_predictions_are_scored_once_per_question():
+    at = open_page("pages/1_Autograd.py")
+    radio = at.radio(key="autograd.predict")
+    radio.set_value("Zero").run()
+    assert any("0 of 1" in c.value for c in at.caption)
+    at.radio(key="autograd.predict").set_value("Twice one pass").run()
+    assert any("0 of 1" in c.value for c in at.caption), "a changed mind is revealed, not rescored"
+    assert any("Twice one pass" in s.value or "Right" in s.value for s in at.success)
