@@ -6,6 +6,7 @@ Run with `make run` (or `streamlit run app.py`); each lab lives in pages/.
 import streamlit as st
 
 from explorers import environment
+from ui import plan
 from ui.catalogue import LABS
 from ui.frame import setup_page
 
@@ -17,17 +18,27 @@ st.markdown(
     unsafe_allow_html=True,
 )
 
+first = next(lab for lab in LABS if lab.page)
+st.info(
+    f"New here? Start with **{first.title}**: it shows the graph every other lab builds on. "
+    "Preparing for interviews? The study plan lays out seven days.",
+    icon=":material/flag:",
+)
+start, plan_link, _ = st.columns([1, 1, 3])
+start.page_link(first.page, label=f"Start with {first.title}", icon=first.icon)
+plan_link.page_link(plan.PAGE, label="Open the study plan", icon=":material/event_note:")
+
 st.subheader("The labs")
-for row_start in range(0, len(LABS), 4):
-    for column, lab in zip(st.columns(4), LABS[row_start : row_start + 4], strict=False):
+ready = [lab for lab in LABS if lab.page]
+for row_start in range(0, len(ready), 4):
+    for column, lab in zip(st.columns(4), ready[row_start : row_start + 4], strict=False):
         with column.container(border=True, height="stretch"):
-            if lab.page:
-                st.page_link(lab.page, label=f"**{lab.title}**", icon=lab.icon)
-            else:
-                st.markdown(
-                    f"{lab.icon} **{lab.title}** · <span class='soon'>coming soon</span>", unsafe_allow_html=True
-                )
+            st.page_link(lab.page, label=f"**{lab.title}**", icon=lab.icon)
             st.write(lab.question)
+coming = [lab for lab in LABS if not lab.page]
+if coming:
+    st.caption("Coming soon")
+    st.markdown("".join(f"<p class='soon'>{lab.title}: {lab.question}</p>" for lab in coming), unsafe_allow_html=True)
 
 st.subheader("This machine")
 st.table({"fact": list(environment.facts()), "value": list(environment.facts().values())})

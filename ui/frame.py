@@ -22,7 +22,7 @@ from typing import Any
 import streamlit as st
 
 from explorers import environment
-from ui import drill, notes
+from ui import drill, notes, plan
 from ui.catalogue import LABS, Lab, lab
 from ui.fields import BoolField, ChoiceField, Field, encode_query, read_query
 from ui.runs import start_engine
@@ -79,6 +79,7 @@ def setup_page(title: str, icon: str) -> list[str]:
                 st.markdown(
                     f"{entry.icon} <span class='soon'>{entry.title} · coming soon</span>", unsafe_allow_html=True
                 )
+        st.page_link(plan.PAGE, label="Study plan", icon=":material/event_note:")
         st.divider()
         st.session_state[PRESENTING_TOGGLE_KEY] = presenting()
         st.toggle(

@@ -3,6 +3,7 @@
 import pytest
 
 from tests.app.conftest import PAGES, open_page
+from ui import plan
 from ui.catalogue import LABS
 
 
@@ -13,8 +14,8 @@ def test_page_runs_without_exception(page):
     assert at.title, "every page has a title"
 
 
-def test_every_page_file_is_on_the_lab_map():
-    assert sorted(lab.page for lab in LABS if lab.page) == PAGES
+def test_every_page_file_is_on_the_lab_map_or_is_the_study_plan():
+    assert sorted([*(lab.page for lab in LABS if lab.page), plan.PAGE]) == PAGES
 
 
 def test_home_lists_every_lab_and_the_environment():
@@ -30,7 +31,10 @@ def settings_folded(at) -> bool:
     return any(expander.label == "Settings" for expander in at.expander)
 
 
-@pytest.mark.parametrize("page", PAGES)
+LAB_PAGES = sorted(lab.page for lab in LABS if lab.page)
+
+
+@pytest.mark.parametrize("page", LAB_PAGES)
 def test_presentation_mode_folds_the_settings_away_and_stays_in_the_link(page):
     at = open_page(page)
     assert not settings_folded(at)  # drawn in a bordered box
@@ -43,18 +47,18 @@ def test_presentation_mode_folds_the_settings_away_and_stays_in_the_link(page):
 
 
 def test_presentation_mode_stays_on_across_labs_and_off_when_turned_off():
-    at = open_page(PAGES[0])
+    at = open_page(LAB_PAGES[0])
     at.toggle(key="presenting-toggle").set_value(True).run()
-    for page in PAGES[1:]:
+    for page in LAB_PAGES[1:]:
         at.switch_page(page).run()
         assert not at.exception and settings_folded(at), page
         assert at.toggle(key="presenting-toggle").value and at.query_params["present"] == "1"
     at.toggle(key="presenting-toggle").set_value(False).run()
-    at.switch_page(PAGES[0]).run()
+    at.switch_page(LAB_PAGES[0]).run()
     assert not settings_folded(at) and at.query_params["present"] == "0"
 
 
 def test_a_bad_presentation_value_in_the_link_gets_a_notice_and_the_default():
-    at = open_page(PAGES[0], {"present": "maybe"})
+    at = open_page(LAB_PAGES[0], {"present": "maybe"})
     assert not at.exception and not settings_folded(at)
     assert any("present" in w.value for w in at.warning)

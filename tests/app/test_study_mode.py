@@ -5,7 +5,7 @@ import re
 import pytest
 
 from tests.app.conftest import PAGES, open_page
-from ui import notes
+from ui import notes, plan
 
 # A control per lab whose change must change the card's evidence: (widget kind, key, new value).
 EVIDENCE_CONTROLS = {
@@ -49,3 +49,15 @@ def test_predictions_are_scored_once_per_question():
     at.radio(key="autograd.predict").set_value("Twice one pass").run()
     assert any("0 of 1" in c.value for c in at.caption), "a changed mind is revealed, not rescored"
     assert any("Twice one pass" in s.value or "Right" in s.value for s in at.success)
+
+
+def test_the_study_plan_shows_this_sessions_labs_and_answers():
+    at = open_page("pages/1_Autograd.py")
+    at.radio(key="autograd.predict").set_value("Zero").run()
+    at.switch_page(plan.PAGE).run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Labs visited this session"] == "1" and metrics["Predictions answered"] == "0 of 1 right"
+    assert any("✗ After forward, then backward(retain_graph=True) twice" in m.value for m in at.markdown)
+    fresh = open_page(plan.PAGE)
+    assert {m.label: m.value for m in fresh.metric}["Predictions answered"] == "none yet"

@@ -1,0 +1,67 @@
+"""The seven-day study plan: what to do each day, and the labs and questions that serve it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PAGE = "pages/9_Study_plan.py"
+
+
+@dataclass(frozen=True)
+class Day:
+    number: int
+    task: str
+    how: str
+    labs: tuple[str, ...]  # lab slugs, in the order to open them
+
+
+DAYS = (
+    Day(
+        1,
+        "Frame the topic in one paragraph",
+        "Open one lab, read its question and its answer card, and write "
+        "the four parts (requirement, mechanism, evidence, recovery) in your own words.",
+        ("autograd",),
+    ),
+    Day(
+        2,
+        "Draw the core system with its owners and one invariant",
+        "Sketch the autograd graph (leaves, "
+        "grad_fn nodes, saved tensors) and say who owns each piece of state in a training step.",
+        ("autograd", "modes"),
+    ),
+    Day(
+        3,
+        "Questions 1 to 4, each with a failure case and a trade-off",
+        "For each lab, predict before you "
+        "reveal, then break it on purpose: a second backward, eval() without no_grad, a detached branch.",
+        ("autograd", "gradients", "modes", "ddp"),
+    ),
+    Day(
+        4,
+        "Questions 5 to 8, each with a metric or trace that could prove you wrong",
+        "Quote the number on "
+        "screen that would change your answer: a phase time, a peak, a divergent step, a first failing stage.",
+        ("profiler", "memory", "reproducibility", "serving"),
+    ),
+    Day(
+        5,
+        "A project story with evidence",
+        "Tell one story from your own work in the four-part frame; use a "
+        "lab's figure as the evidence you wish you had kept.",
+        ("profiler", "memory"),
+    ),
+    Day(
+        6,
+        "A timed mock",
+        "Pick any lab, start the 2-minute timer on its answer card and answer aloud; then "
+        "the 5-minute pass: draw the flow, name who validates, add an invariant.",
+        ("modes", "memory"),
+    ),
+    Day(
+        7,
+        "Review your five weakest answers",
+        "Go back to the questions you got wrong below, and redo each at 30 seconds, 2 minutes and 5 minutes.",
+        (),
+    ),
+)
