@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8501
+# localhost: this computer only. HOST=0.0.0.0 serves everyone on your network (see README, "Serving a study group").
+HOST ?= localhost
 PIP := $(BIN)/python -m pip install --disable-pip-version-check -q
 
 .PHONY: run test lint unit app e2e bench screenshots browser clean
@@ -21,7 +23,7 @@ $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
 	touch $@
 
 run: $(VENV)/.runtime
-	$(BIN)/python -m streamlit run app.py --server.port $(PORT) --server.address localhost
+	$(BIN)/python -m streamlit run app.py --server.port $(PORT) --server.address $(HOST)
 
 # Browser tests use Debian's Chromium when present (Playwright cannot download one everywhere),
 # install it when we are root on Debian, and otherwise let Playwright fetch its own.

@@ -14,6 +14,7 @@ same lab with the same seed.
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ PRESENTING = BoolField("present", False)
 PRESENTATION_CSS = "<style>html { font-size: 20px; }</style>"
 # Session-wide, in a plain session key: Streamlit drops a widget's state on a page switch,
 # so the toggle's own key would forget the mode between labs.
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "")
 PRESENTING_KEY = "presenting"
 PRESENTING_TOGGLE_KEY = "presenting-toggle"
 
@@ -126,8 +128,25 @@ class LabPage:
         return st.columns([2, 3], gap="large")
 
     def sync_url(self) -> None:
+        """Write every value into the URL, and show that link ready to copy in the sidebar."""
         fields = (*self.fields, PRESENTING)
-        st.query_params.from_dict(encode_query(fields, {**self.values(), PRESENTING.name: self.presenting}))
+        query = encode_query(fields, {**self.values(), PRESENTING.name: self.presenting})
+        st.query_params.from_dict(query)
+        with st.sidebar:
+            share_link(query)
+
+
+def share_link(query: dict[str, str]) -> None:
+    """The link that reopens this lab as it is now; st.code draws it with a copy button."""
+    base = (st.context.url or "").split("?")[0]
+    st.caption("Share this lab as it is now (same settings, same seed):")
+    st.code(f"{base}?{urllib.parse.urlencode(query)}", language=None, wrap_lines=True)
+    host = urllib.parse.urlsplit(base).hostname or ""
+    if host in LOOPBACK_HOSTS:
+        st.caption(
+            "This server answers this computer only. To share with a group on your network, "
+            "start it with `make run HOST=0.0.0.0` (see the README)."
+        )
 
 
 def start_lab(slug: str, fields: Sequence[Field]) -> LabPage:
