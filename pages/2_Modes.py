@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from explorers import saved
 from explorers.modes import experiment as modes
 from explorers.modes import figures as charts
 from explorers.modes import lesson
@@ -56,7 +57,10 @@ grid, validation = runs.run_all(
 )
 
 st.subheader("Six combinations, one forward each")
-st.caption("Each cell starts from the same weights and buffers; every ✓ and ✗ is measured, not looked up.")
+st.caption(
+    "Each cell runs on a fresh copy of the same weights, buffers and random state; every ✓ and ✗ is measured, "
+    f"not looked up. {saved.DEFINITION}"
+)
 figures.plotly(charts.grid_figure(grid), figures.caption("Mode grid", settings, page.device), "modes-grid")
 columns = st.columns(3)
 for index, cell in enumerate(grid):
@@ -66,6 +70,7 @@ for index, cell in enumerate(grid):
 memory, validation_column = st.columns(2, gap="large")
 with memory:
     st.subheader("What each grad mode keeps for backward")
+    st.caption(saved.DEFINITION)
     figures.plotly(
         charts.saved_bytes_figure(grid), figures.caption("Saved bytes", settings, page.device), "modes-saved"
     )
@@ -85,8 +90,7 @@ figures.predict_then_reveal(
     "After a forward in train() mode under no_grad, did BatchNorm's running_mean change?",
     ["Yes", "No"],
     "Yes" if cell.bn_running_stats_changed else "No",
-    f"Measured just now: it moved by up to {cell.bn_running_mean_shift:.4f}. no_grad only stops autograd; "
-    "train() still tells BatchNorm to update its statistics.",
+    lesson.predict_evidence(cell),
 )
 figures.notes_download(
     "Modes lab",
@@ -94,6 +98,7 @@ figures.notes_download(
     {
         "What happened": "\n".join(f"- {line}" for line in lines),
         "Grid": figures.markdown_table(charts.grid_rows(grid)),
+        "Saved bytes": saved.DEFINITION,
     },
     "modes",
 )

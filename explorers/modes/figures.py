@@ -8,32 +8,43 @@ import plotly.graph_objects as go
 
 from explorers.modes.experiment import ValidationRun
 from explorers.modes.your_model import Cell, ModeGrid
+from explorers.units import format_bytes
 
 FACTS: tuple[tuple[str, Callable[[Cell], bool | None]], ...] = (
     ("builds a graph", lambda c: c.builds_graph),
     ("dropout drops units", lambda c: c.dropout_active),
     ("BatchNorm uses batch statistics", lambda c: c.bn_uses_batch_stats),
     ("BatchNorm running stats change", lambda c: c.bn_running_stats_changed),
-    ("saves tensors for backward", lambda c: c.saved_bytes > 0),
+    ("saves tensors for backward", lambda c: None if c.saved_bytes is None else c.saved_bytes > 0),
     ("output.sum().backward() works", lambda c: c.backward_works),
-    ("output usable in autograd later", lambda c: c.reusable_in_autograd),
+    ("later (out + s).backward() works", lambda c: c.reuse_add_works),
+    ("later (out * s).backward() works", lambda c: c.reuse_mul_works),
 )
+FAILED = "forward failed"
 
 
 def cell_label(cell: Cell) -> str:
     return f"{cell.behaviour}() + {cell.grad_mode}"
 
 
-def _detail(fact: str, cell: Cell) -> str:
+def _text(fact: str, value: bool | None, cell: Cell) -> str:
+    if not cell.forward_works:
+        return FAILED
+    if value is None:
+        return "n/a"
+    mark = "✓" if value else "✗"
     if fact == "dropout drops units" and cell.dropout_zeroed_fraction:
-        return f" {cell.dropout_zeroed_fraction:.0%}"
+        return f"{mark} {cell.dropout_zeroed_fraction:.0%}"
     if fact == "saves tensors for backward" and cell.saved_bytes:
-        return f" {cell.saved_bytes / 1024:.1f} KiB"
-    return ""
+        return f"{mark} {format_bytes(cell.saved_bytes)}"
+    return mark
 
 
 def grid_figure(grid: ModeGrid) -> go.Figure:
-    """Facts (rows) by the six combinations (columns): green where it happened, grey where it did not."""
+    """Facts (rows) by the six combinations (columns).
+
+    Green where it happened, grey where it did not, blank where the forward failed.
+    """
     cells = list(grid)
     columns = [f"{c.behaviour}()<br>{c.grad_mode}" for c in cells]
     rows, z, text = [], [], []
@@ -43,12 +54,7 @@ def grid_figure(grid: ModeGrid) -> go.Figure:
             continue  # the model has no such module
         rows.append(fact)
         z.append([None if v is None else float(v) for v in values])
-        text.append(
-            [
-                ("n/a" if v is None else ("✓" if v else "✗") + _detail(fact, c))
-                for v, c in zip(values, cells, strict=True)
-            ]
-        )
+        text.append([_text(fact, v, c) for v, c in zip(values, cells, strict=True)])
     figure = go.Figure(
         go.Heatmap(
             z=z,
@@ -82,7 +88,7 @@ def saved_bytes_figure(grid: ModeGrid) -> go.Figure:
         go.Bar(
             x=[f"{c.behaviour}()<br>{c.grad_mode}" for c in cells],
             y=[c.saved_bytes for c in cells],
-            text=[f"{c.saved_bytes / 1024:.1f} KiB" for c in cells],
+            text=[FAILED if c.saved_bytes is None else format_bytes(c.saved_bytes) for c in cells],
             textposition="outside",
             cliponaxis=False,
             marker_color=["#1f77b4" if c.grad_mode == "enable_grad" else "#aaaaaa" for c in cells],
@@ -95,6 +101,13 @@ def saved_bytes_figure(grid: ModeGrid) -> go.Figure:
         xaxis={"tickangle": 0, "tickfont": {"size": 12}},
     )
     return figure
+
+
+def _reference_lines(run: ValidationRun) -> tuple[tuple[float, str, str], ...]:
+    """The proper evaluation before and after the train-mode passes: one line when they read the same."""
+    if f"{run.proper_before:.1%}" == f"{run.proper_after:.1%}":
+        return ((run.proper_before, "proper eval before and after", "top"),)
+    return ((run.proper_before, "proper eval before", "top"), (run.proper_after, "proper eval after", "bottom"))
 
 
 def validation_figure(run: ValidationRun) -> go.Figure:
@@ -115,7 +128,7 @@ def validation_figure(run: ValidationRun) -> go.Figure:
             )
         )
     # Reference lines as plain layout shapes: plotly's add_hline costs more than the whole chart.
-    lines = ((run.proper_before, "proper eval before", "top"), (run.proper_after, "proper eval after", "bottom"))
+    lines = _reference_lines(run)
     shapes = [
         {
             "type": "line",
@@ -158,6 +171,6 @@ def grid_rows(grid: ModeGrid) -> list[dict[str, str]]:
         row = {"fact": fact}
         for cell in grid:
             value = measure(cell)
-            row[cell_label(cell)] = "n/a" if value is None else ("yes" if value else "no")
+            row[cell_label(cell)] = _text(fact, value, cell)
         rows.append(row)
     return rows

@@ -34,6 +34,15 @@ def test_draws_the_grid_the_memory_bars_and_the_validation_spread(lab):
     assert len(lab.expander) >= 6
 
 
+def test_the_saved_bytes_definition_is_stated_where_saved_bytes_appear(lab):
+    from explorers import saved
+
+    captions = [c.value for c in lab.caption]
+    assert sum(saved.DEFINITION in c for c in captions) >= 2  # under the grid and the saved-bytes chart
+    saved_bytes = chart(lab, 1)["data"][0]
+    assert saved_bytes["text"][0].endswith("KiB")
+
+
 def test_dropout_zero_removes_the_dropout_row_facts(lab):
     lab.slider(key=key("p")).set_value(0.0).run()
     grid = chart(lab, 0)["data"][0]

@@ -34,11 +34,12 @@ def test_eval_enable_grad_still_builds_a_graph_but_freezes_modules(grid):
 
 
 @pytest.mark.parametrize("behaviour", modes.BEHAVIOURS)
-def test_inference_mode_saves_nothing_and_its_output_cannot_enter_autograd(grid, behaviour):
+def test_inference_mode_output_fails_later_only_in_an_op_that_must_save_it(grid, behaviour):
     cell = grid[(behaviour, "inference_mode")]
     assert cell.saved_bytes == 0 and cell.is_inference_tensor and not cell.builds_graph
-    assert "Inference tensors cannot be saved for backward" in cell.reuse_error
-    assert grid[(behaviour, "no_grad")].reusable_in_autograd
+    assert cell.reuse_add_works  # add saves nothing for backward
+    assert "Inference tensors cannot be saved for backward" in cell.reuse_mul_error
+    assert grid[(behaviour, "no_grad")].reuse_mul_works
 
 
 def test_only_grad_enabled_cells_save_for_backward_and_train_mode_saves_more(grid):
@@ -136,3 +137,166 @@ def test_the_grid_does_not_depend_on_the_validation_repeats():
 
     assert grid_options(ModesOptions(repeats=3)) == grid_options(ModesOptions(repeats=30))
     assert grid_options(ModesOptions(width=8)) != grid_options(ModesOptions())
+
+
+# mode_grid on your own model: any reasonable model, and the caller's objects are never touched.
+
+
+class TupleOut(nn.Module):
+    """A custom module with a buffer it reads, returning (logits, features)."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(inplace=True))
+        self.head = nn.Linear(8, 3)
+        self.register_buffer("offset", torch.full((3,), 0.25))
+
+    def forward(self, x):
+        features = self.body(x)
+        return self.head(nn.functional.dropout(features, 0.3, self.training)) + self.offset, features
+
+
+class DictOut(nn.Module):
+    """A custom module taking a dict batch and returning a dict with an integer entry."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.5, inplace=True), nn.Linear(8, 3))
+
+    def forward(self, batch):
+        logits = self.net(batch["x"])
+        return {"logits": logits, "label": logits.argmax(1)}
+
+
+def frozen_first_layer():
+    model = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.5), nn.Linear(8, 3))
+    model[0].requires_grad_(False)
+    return model
+
+
+def with_stale_grads_and_mixed_modes():
+    model = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.Dropout(0.5), nn.Linear(8, 3))
+    model(torch.randn(5, 6)).sum().backward()  # .grad filled, running stats moved once
+    model[1].eval()  # a frozen BatchNorm inside a model in train()
+    return model
+
+
+FAMILY = [
+    pytest.param(lambda: nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3)), (4, 6), id="plain-sequential"),
+    pytest.param(model_with_dropout_and_bn, (12, 6), id="dropout-and-batchnorm"),
+    pytest.param(
+        lambda: nn.Sequential(nn.Linear(6, 8), nn.ReLU(inplace=True), nn.Dropout(0.5, inplace=True), nn.Linear(8, 3)),
+        (12, 6),
+        id="in-place-relu-and-dropout",
+    ),
+    pytest.param(frozen_first_layer, (12, 6), id="frozen-layer"),
+    pytest.param(with_stale_grads_and_mixed_modes, (12, 6), id="stale-grads-mixed-modes"),
+    pytest.param(TupleOut, (12, 6), id="custom-tuple-output-with-buffer"),
+    pytest.param(DictOut, {"x": (12, 6)}, id="custom-dict-input-and-output"),
+    pytest.param(
+        lambda: nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Dropout2d(0.5), nn.Flatten()),
+        (2, 3, 6, 6),
+        id="conv-batchnorm2d-dropout2d",
+    ),
+    pytest.param(model_with_dropout_and_bn, (1, 6), id="batchnorm-batch-of-one"),
+    pytest.param(lambda: nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3)), (1, 6), id="batch-of-one"),
+]
+
+
+def make_input(shape, requires_grad=False):
+    if isinstance(shape, dict):
+        return {name: make_input(s, requires_grad) for name, s in shape.items()}
+    return torch.randn(*shape, requires_grad=requires_grad)
+
+
+def snapshot(model, example_input):
+    """Everything of the caller's that mode_grid must leave alone, with version counters to catch in-place writes."""
+
+    def tensor(t):
+        return None if t is None else (t.detach().clone(), t._version, t.requires_grad, t.dtype)
+
+    inputs = example_input.values() if isinstance(example_input, dict) else [example_input]
+    return {
+        "params": {n: (tensor(p), tensor(p.grad)) for n, p in model.named_parameters()},
+        "buffers": {n: tensor(b) for n, b in model.named_buffers()},
+        "modes": {n: m.training for n, m in model.named_modules()},
+        "inputs": [(tensor(x), tensor(x.grad)) for x in inputs],
+    }
+
+
+def same(a, b):
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if torch.is_tensor(a):
+        return a.dtype == b.dtype and torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+    return a == b
+
+
+@pytest.mark.parametrize("requires_grad", [False, True], ids=["input", "input-requiring-grad"])
+@pytest.mark.parametrize(("factory", "shape"), FAMILY)
+def test_mode_grid_takes_the_family_and_leaves_the_callers_model_and_input_bit_for_bit(factory, shape, requires_grad):
+    torch.manual_seed(0)
+    model = factory()
+    example_input = make_input(shape, requires_grad)
+    before = snapshot(model, example_input)
+    grid = mode_grid(model, example_input)
+    assert len(list(grid)) == 6
+    assert same(snapshot(model, example_input), before)
+
+
+def test_in_place_dropout_is_measured_like_dropout_and_the_forward_is_not_dropped_twice():
+    torch.manual_seed(0)
+    plain = nn.Sequential(nn.Linear(6, 32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 3))
+    in_place = nn.Sequential(nn.Linear(6, 32), nn.ReLU(), nn.Dropout(0.5, inplace=True), nn.Linear(32, 3))
+    in_place.load_state_dict(plain.state_dict())
+    x = torch.randn(16, 6)
+    outputs = []
+    in_place[3].register_forward_hook(lambda module, inputs, output: outputs.append(output.detach().clone()))
+    a, b = mode_grid(plain, x, seed=3), mode_grid(in_place, x, seed=3)
+    cell = b[("train", "no_grad")]
+    assert cell.dropout_active and 0.3 < cell.dropout_zeroed_fraction < 0.7
+    assert cell.dropout_zeroed_fraction == a[("train", "no_grad")].dropout_zeroed_fraction
+    with torch.no_grad(), torch.random.fork_rng():  # the forward itself, unprobed, with the cell's seed
+        torch.manual_seed(3)
+        expected = plain[3](nn.functional.dropout(plain[1](plain[0](x)), 0.5, training=True))
+    assert torch.equal(outputs[1], expected)  # the train() + no_grad cell: one dropout, not two
+
+
+def test_batchnorm_on_a_batch_of_one_puts_pytorchs_error_in_the_train_cells():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4))
+    x = torch.randn(1, 6)
+    with pytest.raises(ValueError) as pytorch:
+        nn.BatchNorm1d(4).train()(torch.randn(1, 4))
+    grid = mode_grid(model, x)
+    for grad_mode in modes.GRAD_MODES:
+        assert grid[("train", grad_mode)].forward_error == str(pytorch.value)
+        assert grid[("train", grad_mode)].builds_graph is None
+        assert grid[("eval", grad_mode)].forward_works
+    assert "forward failed" in figures.grid_figure(grid).data[0].text[0]
+    assert str(pytorch.value) in " ".join(lesson.explain(grid))
+
+
+def test_an_input_that_requires_grad_builds_a_graph_through_a_frozen_model_but_gets_no_grad():
+    model = nn.Linear(4, 2).requires_grad_(False)
+    x = torch.randn(3, 4, requires_grad=True)
+    grid = mode_grid(model, x)
+    assert grid[("eval", "enable_grad")].builds_graph and grid[("eval", "enable_grad")].backward_works
+    assert x.grad is None
+    assert not mode_grid(model, x.detach())[("eval", "enable_grad")].builds_graph
+
+
+@pytest.mark.parametrize(
+    ("model", "example_input", "message"),
+    [
+        (nn.Linear(4, 2), torch.randn(3, 5), "failed on example_input in every mode"),
+        (lambda x: x, torch.randn(3, 4), "needs a torch.nn.Module"),
+        (nn.Flatten(), torch.arange(6).view(2, 3), "floating-point tensor"),
+    ],
+    ids=["wrong-shape", "not-a-module", "integer-output"],
+)
+def test_bad_input_is_a_clear_value_error(model, example_input, message):
+    with pytest.raises(ValueError, match=message):
+        mode_grid(model, example_input)

@@ -1,0 +1,403 @@
+"""The Modes lab's claims: every sentence and mark it shows, checked by independent torch code.
+
+Each row of CLAIMS is one claim at one setting. Its check asks the lab (the public experiment,
+lesson and figures) for what it says, computes the fact with plain torch written here, never
+with the explorer's helpers, and asserts the lab says exactly that, and nothing that does not
+apply. The settings include the defaults and the edges: p = 0 and p at its maximum, the
+smallest batch and width, both momentum extremes, and notebook models with and without
+dropout and BatchNorm.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from explorers import modes
+from explorers.modes import ModesOptions, figures, lesson
+
+IN_FEATURES, CLASSES, SAMPLES, STEPS = 8, 2, 512, 120
+DEFAULT = ModesOptions()
+P_ZERO = ModesOptions(dropout_p=0.0)
+P_MAX = ModesOptions(dropout_p=0.9)
+SMALLEST = ModesOptions(batch_size=2, width=4)
+MOMENTUM_LOW = ModesOptions(momentum=0.01)
+MOMENTUM_HIGH = ModesOptions(momentum=1.0)
+EDGES = {
+    "defaults": DEFAULT,
+    "p0": P_ZERO,
+    "p-max": P_MAX,
+    "batch2-width4": SMALLEST,
+    "momentum-0.01": MOMENTUM_LOW,
+    "momentum-1": MOMENTUM_HIGH,
+}
+PROPER_EVAL_UNCHANGED = ModesOptions(seed=2, repeats=3)  # found by search: 95.9% before and after
+
+
+# Independent torch: the lab's model and batch rebuilt from its documented recipe.
+
+
+def lab_model(options: ModesOptions) -> tuple[nn.Sequential, torch.Tensor]:
+    with torch.random.fork_rng():
+        torch.manual_seed(options.seed)
+        model = nn.Sequential(
+            nn.Linear(IN_FEATURES, options.width),
+            nn.BatchNorm1d(options.width, momentum=options.momentum),
+            nn.ReLU(),
+            nn.Dropout(options.dropout_p),
+            nn.Linear(options.width, CLASSES),
+        )
+        return model, torch.randn(options.batch_size, IN_FEATURES)
+
+
+def dropout_share(options: ModesOptions) -> float:
+    """Of the non-zero units reaching dropout in train(), the share one seeded dropout zeroes."""
+    model, x = lab_model(options)
+    with torch.no_grad(), torch.random.fork_rng():
+        received = model[2](model[1](model[0](x)))
+        torch.manual_seed(options.seed)
+        dropped = F.dropout(received, options.dropout_p, training=True)
+    nonzero = received != 0
+    return float((nonzero & (dropped == 0)).sum() / nonzero.sum())
+
+
+def running_mean_shift(options: ModesOptions) -> float:
+    """running_mean starts at zero, so one train() forward moves it by momentum x the batch mean."""
+    model, x = lab_model(options)
+    with torch.no_grad():
+        return float((options.momentum * model[0](x).mean(0)).abs().max())
+
+
+def saved_bytes(options: ModesOptions, behaviour: str) -> int:
+    """Float32 bytes autograd keeps beyond parameters, buffers and the input, counted by hand on CPU.
+
+    eval(): BatchNorm's input, and ReLU's output (which the last Linear saves too; dropout is the identity).
+    train(): also BatchNorm's batch mean and inverse std; with p > 0, dropout's float mask and its
+    output (the last Linear's input). With p = 0 dropout returns its input unchanged.
+    """
+    rows, width = options.batch_size, options.width
+    floats = 2 * rows * width
+    if behaviour == "train":
+        floats += 2 * width + (2 * rows * width if options.dropout_p > 0 else 0)
+    return 4 * floats
+
+
+def shown_bytes(n: int) -> str:
+    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB"
+
+
+def pytorch_error(action) -> str:
+    try:
+        action()
+    except (RuntimeError, ValueError) as error:
+        return str(error)
+    raise AssertionError("expected PyTorch to refuse")
+
+
+def works(action) -> bool:
+    try:
+        action()
+    except RuntimeError:
+        return False
+    return True
+
+
+# The lab's words.
+
+
+def line(lines: list[str], start: str) -> str | None:
+    return next((text for text in lines if text.startswith(start)), None)
+
+
+def lab_lines(options: ModesOptions) -> list[str]:
+    return lesson.explain(modes.lab_grid(options))
+
+
+def grid_marks(grid) -> dict[str, list[str]]:
+    heat = figures.grid_figure(grid).data[0]
+    return {row: list(texts) for row, texts in zip(heat.y, heat.text, strict=True)}
+
+
+# Claims about the lab's own model.
+
+
+def train_no_grad_sentence(options: ModesOptions) -> None:
+    text = line(lab_lines(options), "`train()` + `no_grad`")
+    with torch.no_grad():
+        model, x = lab_model(options)
+        assert model.train()(x).grad_fn is None
+    assert "no graph (`grad_fn` is None)" in text
+    share = dropout_share(options)
+    assert (f"dropout still zeroed **{share:.0%}** of the units it received" in text) == (share > 0)
+    assert ("dropout" in text) == (share > 0)  # p = 0: dropout drops nothing, so the sentence does not say it does
+    assert f"running_mean by up to **{running_mean_shift(options):.3g}**" in text
+    masks = []
+    with torch.random.fork_rng():
+        for context in (torch.enable_grad, torch.no_grad):  # one seed draws one mask, whatever the grad mode
+            torch.manual_seed(options.seed)
+            with context():
+                masks.append(F.dropout(torch.ones(options.batch_size, options.width), options.dropout_p) == 0)
+    assert torch.equal(*masks) and "exactly as under `enable_grad`" in text
+
+
+def eval_enable_grad_sentence(options: ModesOptions) -> None:
+    text = line(lab_lines(options), "`eval()` + `enable_grad`")
+    model, x = lab_model(options)
+    assert model.eval()(x).grad_fn is not None
+    assert text.startswith(
+        "`eval()` + `enable_grad`: dropout off and BatchNorm normalising with its running statistics and leaving "
+        "them unchanged, yet autograd still recorded a graph"
+    )
+    assert f"holding **{shown_bytes(saved_bytes(options, 'eval'))}** for backward" in text
+
+
+def saved_bytes_bars(options: ModesOptions) -> None:
+    bars = figures.saved_bytes_figure(modes.lab_grid(options)).data[0]
+    train, evaluation = saved_bytes(options, "train"), saved_bytes(options, "eval")
+    assert list(bars.y) == [train, 0, 0, evaluation, 0, 0]
+    assert list(bars.text) == [shown_bytes(train), "0 B", "0 B", shown_bytes(evaluation), "0 B", "0 B"]
+
+
+def inference_output_sentence(options: ModesOptions) -> None:
+    text = line(lab_lines(options), "`eval()` + `inference_mode`")
+    model, x = lab_model(options)
+    model.eval()
+    scale = torch.ones((), requires_grad=True)
+    with torch.inference_mode():
+        out = model(x)
+    with torch.no_grad():
+        plain = model(x)
+    (out + scale).sum().backward()  # add saves nothing for backward: works
+    (plain * scale).sum().backward()  # a no_grad output is an ordinary tensor: works
+    refusal = pytorch_error(lambda: (out * scale).sum().backward()).split(". ")[0]
+    assert refusal == "Inference tensors cannot be saved for backward"
+    assert "saved **0 B** and returned an inference tensor" in text
+    assert "`(out + s).sum().backward()` worked" in text
+    assert f"`(out * s).sum().backward()` failed with *{refusal}*" in text
+    assert "Only an op that must save an inference tensor for backward fails." in text
+    assert "The same `(out * s)` worked on the `no_grad` output" in text
+
+
+def facts_by_torch(options: ModesOptions, behaviour: str, context) -> dict[str, bool]:
+    """One forward of a copy of the lab's model in one combination, and what it did."""
+    model, x = lab_model(options)
+    twin = copy.deepcopy(model).train(behaviour == "train")
+    with context():
+        out = twin(x)
+    scale = torch.ones((), requires_grad=True)
+    return {
+        "builds a graph": out.grad_fn is not None,
+        "dropout drops units": behaviour == "train" and dropout_share(options) > 0,
+        "BatchNorm uses batch statistics": behaviour == "train",
+        "BatchNorm running stats change": not torch.equal(twin[1].running_mean, model[1].running_mean),
+        "saves tensors for backward": context is torch.enable_grad,
+        "output.sum().backward() works": works(lambda: out.sum().backward()),
+        "later (out + s).backward() works": works(lambda: (out.detach() + scale).sum().backward()),
+        "later (out * s).backward() works": works(lambda: (out.detach() * scale).sum().backward()),
+    }
+
+
+def grid_marks_match_torch(options: ModesOptions) -> None:
+    """Every ✓ and ✗ of the grid, against the same forward run here in each combination."""
+    marks = grid_marks(modes.lab_grid(options))
+    combinations = [(b, c) for b in ("train", "eval") for c in (torch.enable_grad, torch.no_grad, torch.inference_mode)]
+    for column, (behaviour, context) in enumerate(combinations):
+        for row, value in facts_by_torch(options, behaviour, context).items():
+            assert marks[row][column].startswith("✓" if value else "✗"), (row, behaviour, context)
+
+
+def cell_evidence_lines(options: ModesOptions) -> None:
+    grid = modes.lab_grid(options)
+    model, x = lab_model(options)
+    share = dropout_share(options)
+    for behaviour in ("train", "eval"):
+        text = lesson.cell_evidence(grid[(behaviour, "no_grad")])
+        twin = copy.deepcopy(model).train(behaviour == "train")
+        with torch.no_grad():
+            hidden = twin[0](x)
+            normalised = twin[1](hidden)
+            by_batch = F.batch_norm(hidden, None, None, twin[1].weight, twin[1].bias, True, 0.0, twin[1].eps)
+        assert torch.allclose(normalised, by_batch, atol=1e-5) == (behaviour == "train")
+        assert f"normalised with {'the batch' if behaviour == 'train' else 'its running'} statistics" in text
+        zeroed = share if behaviour == "train" else 0.0
+        assert f"dropout zeroed {zeroed:.1%} of the non-zero units it received" in text
+
+
+def predict_then_reveal(options: ModesOptions) -> None:
+    text = lesson.predict_evidence(modes.lab_grid(options)[("train", "no_grad")])
+    assert f"running_mean moved by up to {running_mean_shift(options):.3g}." in text
+
+
+# Claims about the misleading validation, against the experiment redone here.
+
+
+def validation_by_torch(options: ModesOptions) -> dict[str, object]:
+    generator = torch.Generator().manual_seed(options.seed)
+
+    def blobs():
+        labels = torch.randint(0, CLASSES, (SAMPLES,), generator=generator)
+        return torch.randn(SAMPLES, IN_FEATURES, generator=generator) + torch.tensor([-0.6, 0.6])[labels][
+            :, None
+        ], labels
+
+    (x_train, y_train), (x_val, y_val) = blobs(), blobs()
+    with torch.random.fork_rng():
+        torch.manual_seed(options.seed)
+        model = nn.Sequential(
+            nn.Linear(IN_FEATURES, options.width),
+            nn.BatchNorm1d(options.width, momentum=options.momentum),
+            nn.ReLU(),
+            nn.Dropout(options.dropout_p),
+            nn.Linear(options.width, CLASSES),
+        )
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        for _ in range(STEPS):
+            rows = torch.randint(0, SAMPLES, (options.batch_size,), generator=generator)
+            optimizer.zero_grad()
+            F.cross_entropy(model(x_train[rows]), y_train[rows]).backward()
+            optimizer.step()
+
+        def accuracy() -> float:
+            with torch.no_grad():
+                chunks = list(torch.split(torch.arange(SAMPLES), options.batch_size))
+                if len(chunks) > 1 and len(chunks[-1]) == 1:  # train()'s BatchNorm refuses a batch of one
+                    chunks[-2:] = [torch.cat(chunks[-2:])]
+                return sum(int((model(x_val[c]).argmax(1) == y_val[c]).sum()) for c in chunks) / SAMPLES
+
+        model.eval()
+        start = model[1].running_mean.clone()
+        proper = [accuracy() for _ in range(options.repeats)]
+        model.train()
+        wrong = [accuracy() for _ in range(options.repeats)]
+        model.eval()
+        return {
+            "proper": proper,
+            "wrong": wrong,
+            "after": accuracy(),
+            "shift": float((model[1].running_mean - start).abs().max()),
+        }
+
+
+def validation_lines(options: ModesOptions) -> tuple[str, str]:
+    lines = lesson.explain(modes.lab_grid(options), modes.misleading_validation(options))
+    return lines[-2], lines[-1]
+
+
+def validation_spread_sentence(options: ModesOptions) -> None:
+    truth = validation_by_torch(options)
+    text, _ = validation_lines(options)
+    assert len(set(truth["proper"])) == 1
+    assert (
+        f"Validated {options.repeats} times with `eval()` + `no_grad`: **{truth['proper'][0]:.1%}** every time." in text
+    )
+    low, high = f"{min(truth['wrong']):.1%}", f"{max(truth['wrong']):.1%}"
+    if low == high:
+        assert text.endswith(f"still under `no_grad`: **{low}** every time.") and "dropout" not in text
+    else:
+        assert f"still under `no_grad`: **{low} to {high}**, because dropout zeroes a different random set" in text
+        assert options.dropout_p > 0  # the only randomness in a train() pass is dropout
+
+
+def validation_change_sentence(options: ModesOptions) -> None:
+    truth = validation_by_torch(options)
+    _, text = validation_lines(options)
+    assert f"moved BatchNorm's running_mean by up to **{truth['shift']:.3g}**" in text
+    before, after = f"{truth['proper'][0]:.1%}", f"{truth['after']:.1%}"
+    if before == after:
+        assert f"did not change at this precision: **{before}** before and after." in text
+        assert "went from" not in text
+    else:
+        assert f"the proper evaluation went from **{before}** to **{after}**" in text
+
+
+# Claims about notebook models (mode_grid on your own model).
+
+
+def dropout_bn_model(dropout: bool, norm: bool, in_place: bool = False) -> nn.Sequential:
+    torch.manual_seed(0)
+    layers = [nn.Linear(6, 16)]
+    layers += [nn.BatchNorm1d(16)] if norm else []
+    layers += [nn.ReLU()] + ([nn.Dropout(0.5, inplace=in_place)] if dropout else []) + [nn.Linear(16, 3)]
+    return nn.Sequential(*layers)
+
+
+def eval_sentence_names_only_what_the_model_has(modules: tuple[bool, bool]) -> None:
+    model = dropout_bn_model(*modules)
+    lines = lesson.explain(modes.mode_grid(model, torch.randn(12, 6)))
+    text = line(lines, "`eval()` + `enable_grad`")
+    has_dropout = any(isinstance(m, nn.Dropout) for m in model.modules())
+    has_norm = any(isinstance(m, nn.BatchNorm1d) for m in model.modules())
+    assert ("dropout off" in text) == has_dropout
+    assert ("BatchNorm" in text) == has_norm
+    assert ("yet autograd" in text) == (has_dropout or has_norm)
+    assert (line(lines, "`train()` + `no_grad`") is not None) == (has_dropout or has_norm)
+
+
+def in_place_dropout_marks(_: None) -> None:
+    model = dropout_bn_model(dropout=True, norm=False, in_place=True)
+    x = torch.randn(12, 6)
+    with torch.no_grad(), torch.random.fork_rng():
+        received = model[1](model[0](x))
+        torch.manual_seed(0)
+        dropped = F.dropout(received, 0.5, training=True)
+    nonzero = received != 0
+    share = float((nonzero & (dropped == 0)).sum() / nonzero.sum())
+    marks = grid_marks(modes.mode_grid(model, x))["dropout drops units"]
+    assert marks == [f"✓ {share:.0%}"] * 3 + ["✗"] * 3
+
+
+def batch_of_one_sentence(_: None) -> None:
+    model = dropout_bn_model(dropout=True, norm=True)
+    x = torch.randn(1, 6)
+    refusal = pytorch_error(lambda: copy.deepcopy(model).train()(x))
+    lines = lesson.explain(modes.mode_grid(model, x))
+    assert lines[0] == (
+        "`train()` + `enable_grad`, `train()` + `no_grad`, `train()` + `inference_mode`: the forward itself failed "
+        f"with PyTorch's error *{refusal}*."
+    )
+    assert line(lines, "`train()` + `no_grad`") is None
+    with torch.no_grad():
+        assert copy.deepcopy(model).eval()(x).shape == (1, 3)  # eval() runs on one sample
+    assert line(lines, "`eval()` + `enable_grad`") is not None
+
+
+CLAIMS = [
+    *[
+        pytest.param(train_no_grad_sentence, o, id=f"train-no-grad-drops-and-moves-stats-{name}")
+        for name, o in EDGES.items()
+    ],
+    *[
+        pytest.param(eval_enable_grad_sentence, o, id=f"eval-enable-grad-builds-graph-bytes-{name}")
+        for name, o in EDGES.items()
+    ],
+    *[pytest.param(saved_bytes_bars, o, id=f"saved-bytes-bars-{name}") for name, o in EDGES.items()],
+    pytest.param(inference_output_sentence, DEFAULT, id="inference-add-works-mul-raises"),
+    pytest.param(inference_output_sentence, SMALLEST, id="inference-add-works-mul-raises-smallest"),
+    *[pytest.param(grid_marks_match_torch, o, id=f"grid-marks-{name}") for name, o in EDGES.items()],
+    pytest.param(cell_evidence_lines, DEFAULT, id="cell-evidence"),
+    pytest.param(cell_evidence_lines, P_ZERO, id="cell-evidence-p0"),
+    pytest.param(predict_then_reveal, MOMENTUM_LOW, id="predict-reveal-momentum-low"),
+    pytest.param(predict_then_reveal, MOMENTUM_HIGH, id="predict-reveal-momentum-high"),
+    pytest.param(validation_spread_sentence, ModesOptions(repeats=4), id="validation-train-mode-scatters"),
+    pytest.param(validation_spread_sentence, ModesOptions(dropout_p=0.0, repeats=4), id="validation-p0-no-scatter"),
+    pytest.param(validation_change_sentence, ModesOptions(repeats=4), id="validation-proper-eval-changed"),
+    pytest.param(validation_change_sentence, PROPER_EVAL_UNCHANGED, id="validation-proper-eval-unchanged"),
+    pytest.param(
+        validation_change_sentence, ModesOptions(momentum=1.0, batch_size=2, repeats=2), id="validation-edges"
+    ),
+    pytest.param(eval_sentence_names_only_what_the_model_has, (False, False), id="notebook-neither"),
+    pytest.param(eval_sentence_names_only_what_the_model_has, (True, False), id="notebook-dropout-only"),
+    pytest.param(eval_sentence_names_only_what_the_model_has, (False, True), id="notebook-batchnorm-only"),
+    pytest.param(eval_sentence_names_only_what_the_model_has, (True, True), id="notebook-both"),
+    pytest.param(in_place_dropout_marks, None, id="notebook-in-place-dropout-drops"),
+    pytest.param(batch_of_one_sentence, None, id="notebook-batchnorm-batch-of-one-error-in-cell"),
+]
+
+
+@pytest.mark.parametrize(("check", "setting"), CLAIMS)
+def test_claim(check, setting):
+    check(setting)
