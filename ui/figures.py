@@ -20,7 +20,8 @@ from ui.frame import presenting
 FONT_SIZE = 16  # plotly's 12 is unreadable on a projector
 PRESENTING_FONT_SIZE = 22
 PRESENTING_HEIGHT_SCALE = 1.3
-PRESENTING_GRAPH_SCALE = 1.4  # 13 pt node text becomes about 24 px
+PRESENTING_GRAPH_SCALE = 1.25  # 13 pt node text becomes about 22 px
+MIN_GRAPH_TEXT_PX = 16
 PX_PER_PT = 96 / 72
 
 
@@ -31,12 +32,21 @@ def _svg(dot_source: str) -> str:
 
 
 def _graph_image(dot_source: str, scale: float) -> str:
-    """The laid-out SVG as an <img> at natural size times `scale` (Streamlit's HTML sanitiser drops inline <svg>)."""
+    """The laid-out SVG as an <img> (Streamlit's HTML sanitiser drops inline <svg>).
+
+    Drawn at natural size times `scale`; the browser may shrink it to fit its column, but
+    never below the width at which node text would fall under MIN_GRAPH_TEXT_PX (the box scrolls instead).
+    """
     svg = _svg(dot_source).encode()
     width_pt, height_pt = (float(v) for v in re.search(rb'width="([\d.]+)pt" height="([\d.]+)pt"', svg).groups())
     width, height = (round(v * PX_PER_PT * scale) for v in (width_pt, height_pt))
+    text_px = float(graphs.FONT_SIZE) * PX_PER_PT * scale
+    min_width = round(width * min(1.0, MIN_GRAPH_TEXT_PX / text_px))
     data = base64.b64encode(svg).decode()
-    return f'<img alt="autograd graph" width="{width}" height="{height}" src="data:image/svg+xml;base64,{data}">'
+    return (
+        f'<img alt="autograd graph" width="{width}" height="{height}" '
+        f'style="max-width: 100%; min-width: {min_width}px; height: auto" src="data:image/svg+xml;base64,{data}">'
+    )
 
 
 def caption(what: str, settings: Mapping[str, Any], device: str) -> str:
@@ -57,8 +67,8 @@ def graph(dot_source: str, caption_text: str, file_stem: str) -> None:
         st.caption(caption_text)
         st.caption("No Graphviz layout engine here, so no image export: `pip install graphviz-pure`.")
         return
-    scale = PRESENTING_GRAPH_SCALE if presenting() else 1.0
-    st.html(f"<div class='graph'>{_graph_image(dot_source, scale)}</div>")
+    image = _graph_image(dot_source, PRESENTING_GRAPH_SCALE if presenting() else 1.0)
+    st.html(f"<div class='graph'>{image}</div>")
     notes.add_graph(caption_text, _svg(dot_source))
     st.caption(caption_text)
     svg, png = st.columns(2)

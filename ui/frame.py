@@ -32,7 +32,7 @@ CSS = (Path(__file__).resolve().parent.parent / "assets" / "style.css").read_tex
 # For a projector: the sidebar and the controls fold away, every rem-sized thing (text, widgets)
 # grows, and figures grow with it (ui.figures reads `presenting()`).
 PRESENTING = BoolField("present", False)
-PRESENTATION_CSS = "<style>html { font-size: 20px; }</style>"
+PRESENTATION_CSS = "<style>html { font-size: 20px; } .stMainBlockContainer { max-width: none; }</style>"
 # Session-wide, in a plain session key: Streamlit drops a widget's state on a page switch,
 # so the toggle's own key would forget the mode between labs.
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "")
@@ -125,7 +125,7 @@ class LabPage:
 
     def workbench(self):
         """(controls, stage) columns: the main figure sits beside the knobs, so it is on screen at first sight."""
-        return st.columns([2, 3], gap="large")
+        return st.columns([1, 3] if self.presenting else [2, 3], gap="large")
 
     def sync_url(self) -> None:
         """Write every value into the URL, and show that link ready to copy in the sidebar."""

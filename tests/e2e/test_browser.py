@@ -13,7 +13,7 @@ from ui.catalogue import LABS
 pytestmark = pytest.mark.e2e
 
 FIGURE_SELECTORS = {
-    "graph": "[data-testid='stGraphVizChart'] svg g.node",
+    "graph": "div.graph img",  # laid out on the server (ui.figures.graph)
     "chart": "[data-testid='stPlotlyChart'] .main-svg",
 }
 BUILT = [lab for lab in LABS if lab.page]

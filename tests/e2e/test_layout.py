@@ -1,0 +1,71 @@
+"""Study-mode layout in a real Chromium, at a projector's and a laptop's size.
+
+Each lab's main figure is on screen without scrolling, with presentation mode on and
+off; no button, toggle or control label is cut off; presentation mode survives a lab
+switch. Screenshots of every lab in presentation mode land in artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from explorers import graphs
+from tests.e2e.test_browser import BUILT, FIGURE_SELECTORS, wait_for_app
+
+pytestmark = pytest.mark.e2e
+
+VIEWPORTS = {"1080p": (1920, 1080), "laptop": (1280, 800)}
+# The figure's top must leave most of it on screen: a figure starting below this share
+# of the window shows little more than its title.
+FIGURE_TOP_WITHIN = 0.55
+MIN_TEXT_PX = 15.9
+TRUNCATED_LABELS = """() => [...document.querySelectorAll(
+    "[data-testid='stMain'] button p, [data-testid='stWidgetLabel'] p, [data-testid='stMain'] h3")]
+  .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+  .map(e => e.innerText)"""
+
+
+@pytest.fixture()
+def window(browser, request):
+    width, height = VIEWPORTS[request.param]
+    context = browser.new_context(viewport={"width": width, "height": height}, device_scale_factor=1)
+    page = context.new_page()
+    page.set_default_timeout(45_000)
+    yield page
+    context.close()
+
+
+@pytest.mark.parametrize("window", list(VIEWPORTS), indirect=True)
+@pytest.mark.parametrize("present", [False, True], ids=["normal", "presenting"])
+@pytest.mark.parametrize("lab", BUILT, ids=[lab.slug for lab in BUILT])
+def test_main_figure_is_on_screen_and_no_label_is_cut(window, server_url, screenshots, lab, present):
+    window.goto(f"{server_url}/{lab.url_path}?present={int(present)}")
+    wait_for_app(window)
+    figure = window.locator(FIGURE_SELECTORS[lab.figure]).first
+    figure.wait_for(state="visible")
+    height = window.viewport_size["height"]
+    top = figure.bounding_box()["y"]
+    assert 0 <= top < FIGURE_TOP_WITHIN * height, f"main figure starts at {top:.0f} px of {height}"
+    assert window.evaluate(TRUNCATED_LABELS) == []
+    if lab.figure == "graph":  # node text: 13 pt in the SVG, times how much the browser scaled the image
+        drawn = figure.evaluate("img => img.getBoundingClientRect().width / img.naturalWidth")
+        text_px = float(graphs.FONT_SIZE) * 96 / 72 * drawn
+        assert text_px >= MIN_TEXT_PX, f"graph text is {text_px:.1f} px"
+    if present and window.viewport_size["width"] == 1920:
+        window.screenshot(path=screenshots / f"{lab.slug}-presenting.png")
+
+
+def test_presentation_mode_survives_a_lab_switch(page, server_url):
+    page.goto(f"{server_url}/{BUILT[0].url_path}")
+    wait_for_app(page)
+    page.get_by_text("Presentation mode").click()
+    wait_for_app(page)
+    expect(page.get_by_text("Settings", exact=True)).to_be_visible()
+    page.get_by_test_id("stExpandSidebarButton").click()
+    page.get_by_role("link", name=BUILT[1].title).click()
+    wait_for_app(page)
+    expect(page.get_by_text("Settings", exact=True)).to_be_visible()
+    page.wait_for_url(re.compile(r"present=1"))
