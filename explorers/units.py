@@ -28,3 +28,11 @@ def format_number(x: float, digits: int = 3) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "n/a"
     return f"{x:.{digits}g}"
+
+
+def byte_axis_unit(largest: float) -> tuple[str, int]:
+    """The binary unit a chart axis reads in (and its size in bytes), so ticks match KiB/MiB bar labels."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if largest >= size:
+            return unit, size
+    return "B", 1

@@ -3,9 +3,9 @@
 import streamlit as st
 
 from explorers import saved
+from explorers.modes import card, lesson
 from explorers.modes import experiment as modes
 from explorers.modes import figures as charts
-from explorers.modes import lesson
 from explorers.modes.experiment import ModesOptions
 from ui import figures, runs
 from ui.fields import FloatField, IntField
@@ -23,11 +23,13 @@ FIELDS = (
 
 page = start_lab("modes", FIELDS)
 key = page.key
-with page.controls():
-    p, width, batch, momentum, repeats, seed = st.columns([1.2, 1.2, 1.2, 1.2, 1.2, 1])
+bench, stage = page.workbench(beside=False)  # the six-column grid needs the full width
+with bench, page.controls():
+    p, width, batch = st.columns(3)
     p.slider("Dropout p", *modes.P_RANGE, step=0.05, key=key("p"))
     width.slider("Width", *modes.WIDTH_RANGE, key=key("width"))
     batch.slider("Batch size", *modes.BATCH_RANGE, key=key("batch"))
+    momentum, repeats, seed = st.columns(3)
     momentum.slider("BatchNorm momentum", *modes.MOMENTUM_RANGE, step=0.01, key=key("momentum"))
     repeats.slider("Validation repeats", *modes.REPEATS_RANGE, key=key("repeats"))
     seed.number_input("Seed", *modes.SEED_RANGE, key=key("seed"), step=1)
@@ -56,16 +58,17 @@ grid, validation = runs.run_all(
     label="Running the modes",
 )
 
-st.subheader("Six combinations, one forward each")
-st.caption(
-    "Each cell runs on a fresh copy of the same weights, buffers and random state; every ✓ and ✗ is measured, "
-    f"not looked up. {saved.DEFINITION}"
-)
-figures.plotly(charts.grid_figure(grid), figures.caption("Mode grid", settings, page.device), "modes-grid")
-columns = st.columns(3)
-for index, cell in enumerate(grid):
-    with columns[index % 3].expander(f"Evidence: {charts.cell_label(cell)}"):
-        st.markdown(lesson.cell_evidence(cell))
+with stage:
+    st.subheader("Six combinations, one forward each")
+    figures.plotly(charts.grid_figure(grid), figures.caption("Mode grid", settings, page.device), "modes-grid")
+    st.caption(
+        "Each cell runs on a fresh copy of the same weights, buffers and random state; every ✓ and ✗ is "
+        f"measured, not looked up. {saved.DEFINITION}"
+    )
+    columns = st.columns(3)
+    for index, cell in enumerate(grid):
+        with columns[index % 3].expander(f"Evidence: {charts.cell_label(cell)}"):
+            st.markdown(lesson.cell_evidence(cell))
 
 memory, validation_column = st.columns(2, gap="large")
 with memory:
@@ -84,6 +87,7 @@ with validation_column:
 
 lines = lesson.explain(grid, validation)
 figures.why_panel(lines)
+figures.answer_card(card.answer_card(grid, validation))
 cell = grid[("train", "no_grad")]
 figures.predict_then_reveal(
     key("predict"),

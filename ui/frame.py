@@ -123,8 +123,13 @@ class LabPage:
         """Where a lab draws its knobs: a bordered box, folded into an expander when presenting."""
         return st.expander("Settings", icon=":material/tune:") if self.presenting else st.container(border=True)
 
-    def workbench(self):
-        """(controls, stage) columns: the main figure sits beside the knobs, so it is on screen at first sight."""
+    def workbench(self, beside: bool = True):
+        """(controls, stage): the main figure sits beside the knobs, so it is on screen at first sight.
+
+        A figure too wide to share the row (`beside=False`) goes under a compact settings box instead.
+        """
+        if not beside:
+            return st.container(), st.container()
         return st.columns([1, 3] if self.presenting else [2, 3], gap="large")
 
     def sync_url(self) -> None:

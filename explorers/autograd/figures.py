@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from explorers.autograd.experiment import ACTIONS, AutogradRun, Snapshot
-from explorers.units import format_bytes
+from explorers.units import byte_axis_unit, format_bytes
 
 
 def tensor_table(snapshot: Snapshot) -> pd.DataFrame:
@@ -28,14 +28,6 @@ def tensor_table(snapshot: Snapshot) -> pd.DataFrame:
             for r in snapshot.tensors
         ]
     )
-
-
-def byte_axis_unit(largest: float) -> tuple[str, int]:
-    """The binary unit an axis reads in, so its ticks match the bars' KiB/MiB labels."""
-    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
-        if largest >= size:
-            return unit, size
-    return "B", 1
 
 
 def saved_bytes_figure(result: AutogradRun) -> go.Figure:

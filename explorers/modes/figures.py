@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from explorers.modes.experiment import ValidationRun
 from explorers.modes.your_model import Cell, ModeGrid
-from explorers.units import format_bytes
+from explorers.units import byte_axis_unit, format_bytes
 
 FACTS: tuple[tuple[str, Callable[[Cell], bool | None]], ...] = (
     ("builds a graph", lambda c: c.builds_graph),
@@ -62,7 +62,7 @@ def grid_figure(grid: ModeGrid) -> go.Figure:
             y=rows,
             text=text,
             texttemplate="%{text}",
-            textfont={"size": 18},
+            textfont={"size": 16},
             showscale=False,
             zmin=0,
             zmax=1,
@@ -76,18 +76,21 @@ def grid_figure(grid: ModeGrid) -> go.Figure:
         title="One forward in each combination, measured",
         height=120 + 52 * len(rows),
         yaxis={"autorange": "reversed"},
-        xaxis={"side": "top"},
-        margin={"t": 130, "b": 20, "l": 20, "r": 20},  # room for the title above the column labels
+        xaxis={"side": "top", "tickangle": 0, "tickfont": {"size": 14}},  # level labels: rotated ones hit the title
+        margin={"t": 120, "l": 20, "r": 20},  # room for the title above the column labels
     )
     return figure
 
 
 def saved_bytes_figure(grid: ModeGrid) -> go.Figure:
+    """Bars in the binary unit their labels use, so the axis and the labels read alike."""
     cells = list(grid)
+    largest = max((c.saved_bytes or 0 for c in cells), default=0)
+    unit, size = byte_axis_unit(largest)
     figure = go.Figure(
         go.Bar(
             x=[f"{c.behaviour}()<br>{c.grad_mode}" for c in cells],
-            y=[c.saved_bytes for c in cells],
+            y=[None if c.saved_bytes is None else c.saved_bytes / size for c in cells],
             text=[FAILED if c.saved_bytes is None else format_bytes(c.saved_bytes) for c in cells],
             textposition="outside",
             cliponaxis=False,
@@ -95,10 +98,10 @@ def saved_bytes_figure(grid: ModeGrid) -> go.Figure:
         )
     )
     figure.update_layout(
-        title="Bytes saved for backward by one forward",
-        yaxis_title="bytes",
+        title="Saved for backward, one forward",
+        yaxis_title=f"{unit} saved",
         height=400,
-        xaxis={"tickangle": 0, "tickfont": {"size": 12}},
+        xaxis={"tickangle": 0, "tickfont": {"size": 13}},
     )
     return figure
 
@@ -141,25 +144,27 @@ def validation_figure(run: ValidationRun) -> go.Figure:
         }
         for v, _, _ in lines
     ]
-    notes = [
+    notes = [  # in the right margin, clear of the data points
         {
             "xref": "paper",
-            "x": 0,
+            "x": 1.01,
             "y": 100 * v,
-            "text": f"{label}: {v:.1%}",
+            "text": f"{label.replace('proper eval ', 'proper eval<br>')}: {v:.1%}",
             "showarrow": False,
             "xanchor": "left",
+            "align": "left",
             "yanchor": "bottom" if side == "top" else "top",
         }
         for v, label, side in lines
     ]
     figure.update_layout(
-        title=f"One validation set, {len(run.eval_accuracies)} runs per mode",
+        title=f"One validation set, {len(run.eval_accuracies)} runs each",
         shapes=shapes,
         annotations=notes,
         yaxis_title="validation accuracy (%)",
         height=430,
         showlegend=False,
+        margin={"t": 60, "l": 70, "r": 170},
     )
     return figure
 

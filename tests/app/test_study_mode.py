@@ -10,6 +10,7 @@ from ui import notes, plan
 # A control per lab whose change must change the card's evidence: (widget kind, key, new value).
 EVIDENCE_CONTROLS = {
     "pages/1_Autograd.py": ("slider", "autograd.width", 32),
+    "pages/2_Modes.py": ("slider", "modes.momentum", 0.9),
 }
 CARDED = [page for page in PAGES if page in EVIDENCE_CONTROLS]
 

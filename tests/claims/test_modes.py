@@ -156,9 +156,13 @@ def eval_enable_grad_sentence(options: ModesOptions) -> None:
 
 
 def saved_bytes_bars(options: ModesOptions) -> None:
-    bars = figures.saved_bytes_figure(modes.lab_grid(options)).data[0]
+    figure = figures.saved_bytes_figure(modes.lab_grid(options))
+    bars = figure.data[0]
     train, evaluation = saved_bytes(options, "train"), saved_bytes(options, "eval")
-    assert list(bars.y) == [train, 0, 0, evaluation, 0, 0]
+    unit = shown_bytes(max(train, evaluation)).split()[-1]  # the axis reads in the unit of the tallest label
+    size = {"B": 1, "KiB": 2**10, "MiB": 2**20}[unit]
+    assert figure.layout.yaxis.title.text.startswith(unit)
+    assert [v * size for v in bars.y] == pytest.approx([train, 0, 0, evaluation, 0, 0])
     assert list(bars.text) == [shown_bytes(train), "0 B", "0 B", shown_bytes(evaluation), "0 B", "0 B"]
 
 
