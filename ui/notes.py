@@ -83,9 +83,8 @@ def document(title: str, caption: str, sections: Mapping[str, str], notes: Notes
         body.append("<h2>Figures</h2>")
     for graph_caption, svg in notes.graphs:
         body.append(f"<figure>{svg}<figcaption class='caption'>{html.escape(graph_caption)}</figcaption></figure>")
-    for chart_caption, figure_json in notes.charts:
-        holder = f"<div data-figure='{html.escape(figure_json, quote=True)}'></div>"
-        body.append(f"<figure>{holder}<figcaption class='caption'>{html.escape(chart_caption)}</figcaption></figure>")
+    for _, figure_json in notes.charts:  # a chart carries its caption inside (ui.figures.plotly)
+        body.append(f"<figure><div data-figure='{html.escape(figure_json, quote=True)}'></div></figure>")
     scripts = ""
     if notes.charts:
         scripts = f"<script>{plotly.offline.get_plotlyjs()}</script><script>{DRAW_CHARTS}</script>"
@@ -101,10 +100,16 @@ def card_html(card: AnswerCard) -> str:
 
 
 def inline(text: str) -> str:
-    """The markdown the labs use inside a sentence: **bold**, `code`."""
-    escaped = html.escape(text)
-    escaped = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", escaped)
-    return re.sub(r"`(.+?)`", r"<code>\1</code>", escaped)
+    """The markdown the labs use inside a sentence: **bold**, *italic*, `code` (code first: it may hold a *)."""
+    parts = re.split(r"(`[^`]+`)", html.escape(text))
+    out = []
+    for part in parts:
+        if part.startswith("`") and part.endswith("`") and len(part) > 1:
+            out.append(f"<code>{part[1:-1]}</code>")
+        else:
+            part = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", part)
+            out.append(re.sub(r"\*(.+?)\*", r"<i>\1</i>", part))
+    return "".join(out)
 
 
 def _row(line: str, tag: str) -> str:

@@ -78,3 +78,22 @@ def test_autograd_link_and_graph_export_work_in_the_browser(page, server_url, br
     expect(shared.get_by_text("forward → backward()").first).to_be_visible()
     expect(shared.get_by_test_id("stMetricValue").first).to_have_text("0 B")
     shared.context.close()
+
+
+def test_notes_file_reads_offline_with_its_figures_as_images(page, server_url, browser, tmp_path):
+    page.goto(f"{server_url}/Modes")
+    wait_for_app(page)
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Notes (.html)").click()
+    notes = tmp_path / "notes.html"
+    download.value.save_as(notes)
+    text = notes.read_text()
+    assert "Answer card" in text and "seed 0" in text and "<table>" in text
+
+    offline = browser.new_context(offline=True).new_page()  # nothing may come from the network
+    offline.goto(notes.as_uri())
+    offline.wait_for_function("() => document.querySelectorAll('div[data-figure]').length === 0", timeout=30_000)
+    charts = offline.locator("figure img")
+    assert charts.count() == text.count("<figure>") and charts.count() >= 1
+    assert all(src.startswith("data:image/svg+xml") for src in charts.evaluate_all("imgs => imgs.map(i => i.src)"))
+    offline.context.close()
