@@ -9,16 +9,16 @@ from explorers.profiler import experiment as lab
 from explorers.profiler import figures as charts
 from explorers.profiler import lesson
 from explorers.profiler.experiment import ProfileOptions
+from explorers.profiler.your_model import PHASES
 from ui import figures, runs
 from ui.fields import BoolField, ChoiceField, IntField
 from ui.frame import start_lab
 
 DEFAULT = ProfileOptions()
-WIDTHS = (32, 64, 128, 256, 512, 1024, 2048)
 BATCHES = (8, 16, 32, 64, 128, 256, 512, 1024)
 # Field names are ProfileOptions' own, so the controls' values build the options directly.
-FIELDS = (
-    ChoiceField("width", DEFAULT.width, WIDTHS),
+KNOBS = (
+    ChoiceField("width", DEFAULT.width, lab.WIDTHS),
     IntField("depth", DEFAULT.depth, *lab.DEPTH_RANGE),
     ChoiceField("batch_size", DEFAULT.batch_size, BATCHES),
     IntField("data_cost_ms", DEFAULT.data_cost_ms, *lab.DATA_COST_RANGE),
@@ -31,13 +31,15 @@ FIELDS = (
     BoolField("synchronize", DEFAULT.synchronize),
     IntField("seed", DEFAULT.seed, *lab.SEED_RANGE),
 )
+# The comparison an experiment starts (the knob it changed, and its old value) is kept in the link too.
+FIELDS = (*KNOBS, ChoiceField("before", lesson.NO_COMPARISON, lesson.comparison_tokens()))
 page = start_lab("profiler", FIELDS)
 key = page.key
 cuda = page.device == "cuda"
 
 with page.controls():
     row = st.columns(6)
-    row[0].select_slider("Model width", WIDTHS, key=key("width"))
+    row[0].select_slider("Model width", lab.WIDTHS, key=key("width"))
     row[1].slider("Depth (layers)", *lab.DEPTH_RANGE, key=key("depth"))
     row[2].select_slider("Batch size", BATCHES, key=key("batch_size"))
     row[3].slider(
@@ -51,7 +53,12 @@ with page.controls():
     row = st.columns(6)
     row[0].slider("CPU threads", *lab.THREADS_RANGE, key=key("threads"))
     row[1].slider("Warm-up steps", *lab.WARMUP_RANGE, key=key("warmup"))
-    row[2].slider("Active steps", *lab.ACTIVE_RANGE, key=key("active"))
+    row[2].slider(
+        "Active steps",
+        *lab.ACTIVE_RANGE,
+        key=key("active"),
+        help=f"Per round: this many steps without the profiler, then as many with it, {lab.ROUNDS} rounds in all.",
+    )
     row[3].toggle(
         "pin_memory", key=key("pin_memory"), disabled=not cuda, help="Pinned memory only matters for GPU copies."
     )
@@ -62,26 +69,42 @@ with page.controls():
         help="On CUDA, without synchronize, GPU time is charged to whichever phase waits for it.",
     )
     row[5].number_input("Seed", *lab.SEED_RANGE, key=key("seed"), step=1)
-page.sync_url()
 
 
 def options_now() -> ProfileOptions:
-    return ProfileOptions(**page.values(), repeat=st.session_state.get(key("repeat"), 0))
+    knobs = {field.name: page.value(field.name) for field in KNOBS}
+    return ProfileOptions(**knobs, device=page.device, repeat=st.session_state.get(key("repeat"), 0))
+
+
+def compared_with(options: ProfileOptions) -> ProfileOptions | None:
+    """The settings before the experiment, from the link; moving its knob back by hand ends the comparison."""
+    before = lesson.before_options(options, page.value("before"))
+    if before is None:
+        page.set("before", lesson.NO_COMPARISON)
+    return before
+
+
+options = options_now()
+before = compared_with(options)
+page.sync_url()
+
+
+# The widest, deepest model at the largest batch takes ~3 s a step here, and three rounds take up to ~100 steps.
+TIME_LIMIT_S = 300
 
 
 def profile(options: ProfileOptions) -> lab.ProfileResult:
     """One measured run per option set, shared by every session (and redone on "profile again")."""
-    return runs.run(lab.profile, options, label="Profiling")
+    return runs.run(lab.profile, options, label="Profiling", timeout_s=TIME_LIMIT_S)
 
 
-def apply(change: ProfileOptions) -> None:
-    """Remember the settings before the change, then move the controls to the changed ones."""
-    st.session_state[key("before")] = options_now()
-    for field in FIELDS:
-        page.set(field.name, getattr(change, field.name))
+def try_experiment(experiment: lesson.Experiment) -> None:
+    """Keep the knob's old value in the link, then move the controls to the experiment's settings."""
+    page.set("before", lesson.token_for(options_now(), experiment.options))
+    for field in KNOBS:
+        page.set(field.name, getattr(experiment.options, field.name))
 
 
-options = options_now()
 result = profile(options)
 
 
@@ -92,13 +115,17 @@ def shown(options: ProfileOptions) -> dict:
 
 
 settings = shown(options)
+st.caption(
+    "Every number here is measured live, so timings vary between runs and between machines: a shared link "
+    "reopens the same settings and comparison, not the same numbers. **Profile again** shows how much they move."
+)
 
 verdict, change = st.columns([3, 2])
 verdict.markdown(f"### Verdict: {result.verdict}\n{result.evidence}")
-suggested = lesson.suggestion(options, result)
-if suggested:
-    change.markdown("**One change to try**")
-    change.button(f"Apply: {suggested[0]}", key="apply", on_click=apply, args=(suggested[1],), type="primary")
+experiment = lesson.suggestion(options, result)
+if experiment:
+    change.markdown(f"**An experiment the verdict points to:** {experiment.label}. Try it to measure whether it helps.")
+    change.button("Try it", key="apply", on_click=try_experiment, args=(experiment,), type="primary")
 change.button(
     "Profile again",
     key="again",
@@ -106,26 +133,28 @@ change.button(
     on_click=lambda: st.session_state.update({key("repeat"): options.repeat + 1}),
 )
 
-before = st.session_state.get(key("before"))
-if before is not None and before != options:
-    left, right = st.columns(2)
+compared = ""
+if before is not None:
     before_result = profile(before)
+    top = charts.axis_top(before_result, result)
+    left, right = st.columns(2)
     with left:
         figures.plotly(
-            charts.phases_figure(before_result, "Before the change"),
+            charts.phases_figure(before_result, "Before the change", top),
             figures.caption("Before", shown(before), page.device),
             "profiler-before",
         )
     with right:
         figures.plotly(
-            charts.phases_figure(result, "After the change"),
+            charts.phases_figure(result, "After the change", top),
             figures.caption("After", settings, page.device),
             "profiler-after",
         )
-    st.success(
-        f"Mean step: {before_result.mean_wall_ms:.1f} ms before, {result.mean_wall_ms:.1f} ms after "
-        f"({before_result.mean_wall_ms / result.mean_wall_ms:.2f}× as fast)."
+    kind, compared = lesson.outcome(
+        lesson.describe_change(before, options), before_result.unprofiled_ms, result.unprofiled_ms
     )
+    {"faster": st.success, "slower": st.warning, "same": st.info}[kind](compared)
+    st.button("End the comparison", key="end", on_click=page.set, args=("before", lesson.NO_COMPARISON))
 else:
     figures.plotly(
         charts.phases_figure(result), figures.caption("Phases per step", settings, page.device), "profiler-phases"
@@ -145,13 +174,14 @@ with ops:
             "total ms": st.column_config.NumberColumn(format="%.2f"),
         },
     )
+    st.caption(f"Summed over all {len(result.steps)} profiled steps.")
 with naive:
     st.subheader("Profiler versus a stopwatch")
     st.dataframe(charts.timing_table(result), hide_index=True)
-    st.caption(f"The profiler made these steps {result.overhead_ratio:.2f}× as long as the same steps without it.")
+    st.caption(lesson.overhead(result.overhead_ratios, result.steps_per_round))
     trace = Path(result.trace_path)
     st.download_button(
-        "⬇ Chrome trace (open in Perfetto)",
+        "⬇ Chrome trace of the last round (open in Perfetto)",
         lambda: trace.read_bytes(),
         trace.name,
         mime="application/json",
@@ -163,22 +193,24 @@ with naive:
 lines = lesson.explain(options, result)
 figures.why_panel(lines)
 choice_key = key("predict")
+answer, evidence = "data", ""
+if st.session_state.get(choice_key) is not None:
+    pair = [(lab.profile, o) for o in lesson.data_cost_pair(options)]
+    measured = runs.run_all(pair, label="Profiling the data cost", timeout_s=TIME_LIMIT_S)
+    answer, evidence = lesson.data_cost_evidence(*measured)
 figures.predict_then_reveal(
     choice_key,
-    "Add a data cost of 20 ms per batch (no workers). Which bar grows?",
-    ["forward", "backward", "optimizer", "data"],
-    "data",
-    ""
-    if st.session_state.get(choice_key) is None
-    else lesson.data_cost_evidence(
-        profile(dataclasses.replace(options, data_cost_ms=20, num_workers=0)), options, result
-    ),
+    f"From these settings without data work, add {lesson.DATA_COST_QUESTION_MS} ms of it per batch (no workers). "
+    "Which bar grows most?",
+    list(PHASES),
+    answer,
+    evidence,
 )
 figures.notes_download(
     "Profiler lab",
     figures.caption("Profiler lab", settings, page.device),
     {
-        "What happened": "\n".join(f"- {line}" for line in lines),
+        "What happened": "\n".join(f"- {line}" for line in (*lines, *([compared] if compared else []))),
         "Top operators": figures.markdown_table(charts.top_ops_table(result).round(3).to_dict("records")),
     },
     "profiler",

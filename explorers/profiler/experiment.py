@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from explorers import bounds, engine
-from explorers.profiler.your_model import ProfileResult, profile_training
+from explorers.profiler.your_model import ProfileResult, profile_training, settle_steps, total_steps
 
 WIDTH_RANGE = (32, 2048)
+WIDTHS = tuple(2**k for k in range(5, 12))  # the widths the page offers: halving one gives another
 DEPTH_RANGE = (1, 8)
 BATCH_RANGE = (8, 1024)
 DATA_COST_RANGE = (0, 50)  # milliseconds of simulated augmentation per batch
@@ -32,6 +33,7 @@ WARMUP_RANGE = (0, 5)
 ACTIVE_RANGE = (1, 10)
 SEED_RANGE = (0, 99_999)
 REPEAT_RANGE = (0, 1_000_000)
+ROUNDS = 3  # blocks with and without the profiler, alternating: the spread of three says how sure the lab is
 OPTIMIZERS = ("sgd", "adam", "adamw")
 IN_FEATURES = 256
 CLASSES = 10
@@ -103,7 +105,8 @@ def build_job(options: ProfileOptions):
         layers += [nn.Linear(width_in, options.width), nn.ReLU()]
         width_in = options.width
     model = nn.Sequential(*layers, nn.Linear(width_in, CLASSES))
-    steps = options.warmup + 2 * options.active + 2  # every step gets a fresh batch within one epoch
+    # Every step gets a fresh batch within one epoch: a new epoch would restart the workers mid-measurement.
+    steps = total_steps(options.warmup, options.active, ROUNDS, settle_steps(options.num_workers, None))
     samples = options.batch_size * steps
     dataset = torch.utils.data.TensorDataset(
         torch.randn(samples, IN_FEATURES, generator=generator),
@@ -138,9 +141,9 @@ def profile(options: ProfileOptions, report=None) -> ProfileResult:
         optimizer,
         loss_fn,
         device=options.device,
-        wait=1,
         warmup=options.warmup,
         active=options.active,
+        rounds=ROUNDS,
         synchronize=options.synchronize,
         trace_path=new_trace_path(),
         on_step=report,

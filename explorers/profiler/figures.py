@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import statistics
+
 import pandas as pd
 import plotly.graph_objects as go
 
-from explorers.profiler.your_model import PHASES, ProfileResult
+from explorers.profiler.noise import ms
+from explorers.profiler.your_model import PHASES, ProfileResult, StepTiming
+
+OUTLIER_FACTOR = 3  # a step longer than 3x the median step would flatten the others: its bar is cut and marked
+HEADROOM = 1.1
 
 PHASE_COLOURS = {
     "data": "#9467bd",
@@ -17,15 +23,44 @@ PHASE_COLOURS = {
 }
 
 
-def phases_figure(result: ProfileResult, title: str = "Milliseconds per step, by phase") -> go.Figure:
-    """Stacked bars: warm-up steps (perf_counter) first, then the active steps (profiler)."""
+def _bar_height(step: StepTiming) -> float:
+    return sum(step.phases.values()) + step.other_ms
+
+
+def axis_top(*results: ProfileResult) -> float:
+    """One y-axis top for these results' charts, so they compare at a glance: the longest typical step fits.
+
+    A step over `OUTLIER_FACTOR` times its run's median step is an outlier (a first step's
+    one-off costs, a hiccup of the machine); it is drawn cut at the top and labelled with its length.
+    """
+    typical_tops = []
+    for result in results:
+        heights = [_bar_height(s) for s in (*result.warmup_steps, *result.steps)]
+        median = statistics.median(heights)
+        typical_tops.append(max(h for h in heights if h <= OUTLIER_FACTOR * median))
+    return HEADROOM * max(typical_tops)
+
+
+def phases_figure(
+    result: ProfileResult, title: str = "Milliseconds per step, by phase", top: float | None = None
+) -> go.Figure:
+    """Stacked bars: warm-up steps (perf_counter) first, then the profiled steps, round by round.
+
+    `top` fixes the y-axis (pass the same `axis_top` to charts that are compared); bars above it are marked.
+    """
     steps = [*result.warmup_steps, *result.steps]
+    per_round = result.steps_per_round
     labels = [f"warm-up {i + 1}" for i in range(len(result.warmup_steps))]
-    labels += [f"step {i + 1}" for i in range(len(result.steps))]
+    labels += [f"r{i // per_round + 1} step {i % per_round + 1}" for i in range(len(result.steps))]
+    top = top or axis_top(result)
     figure = go.Figure()
     for phase in (*PHASES, "other"):
         values = [s.other_ms if phase == "other" else s.phases[phase] for s in steps]
         figure.add_trace(go.Bar(name=phase, x=labels, y=values, marker_color=PHASE_COLOURS[phase]))
+    cut = [(label, _bar_height(step)) for label, step in zip(labels, steps, strict=True) if _bar_height(step) > top]
+    for label, height in cut:
+        figure.add_annotation(x=label, y=top, text=f"▲ {ms(height)}", showarrow=False, yanchor="top", textangle=-90)
+    subtitle = f"Axis cut at {ms(top)} ms: {len(cut)} longer step(s) marked ▲ with their ms" if cut else ""
     if result.warmup_steps:
         figure.add_vrect(
             x0=-0.5,
@@ -36,15 +71,21 @@ def phases_figure(result: ProfileResult, title: str = "Milliseconds per step, by
             annotation_text="warm-up",
             annotation_position="top left",
         )
-    figure.update_layout(barmode="stack", title=title, yaxis_title="ms", height=420, legend={"orientation": "h"})
+    figure.update_layout(
+        barmode="stack",
+        title={"text": title, "subtitle": {"text": subtitle}},
+        yaxis={"title": "ms", "range": [0, top]},
+        height=420,
+        legend={"orientation": "h"},
+    )
     return figure
 
 
 def timeline_figure(result: ProfileResult) -> go.Figure:
-    """A Gantt of the active steps: where each phase starts and ends, from the profiler's events."""
+    """A Gantt of the last round's profiled steps (the ones in the Chrome trace), from the profiler's events."""
     figure = go.Figure()
     for phase in PHASES:
-        spans = [(start, end) for step in result.steps for name, start, end in step.spans if name == phase]
+        spans = [(start, end) for step in result.last_round for name, start, end in step.spans if name == phase]
         figure.add_trace(
             go.Bar(
                 name=phase,
@@ -57,8 +98,8 @@ def timeline_figure(result: ProfileResult) -> go.Figure:
             )
         )
     figure.update_layout(
-        title="Timeline of the active steps",
-        xaxis_title="ms since the first active step",
+        title="Timeline of the last round's profiled steps",
+        xaxis_title="ms since that round's first profiled step",
         yaxis={"autorange": "reversed"},
         height=320,
         barmode="overlay",
@@ -76,11 +117,13 @@ def top_ops_table(result: ProfileResult) -> pd.DataFrame:
 
 
 def timing_table(result: ProfileResult) -> pd.DataFrame:
-    """Per active step: the profiler's wall time, the phases it explains, and a plain perf_counter stopwatch."""
+    """Per profiled step: the profiler's wall time, the phases it explains, and a plain perf_counter stopwatch."""
+    per_round = result.steps_per_round
     return pd.DataFrame(
         [
             {
-                "step": i + 1,
+                "round": i // per_round + 1,
+                "step": i % per_round + 1,
                 "profiler ms": round(step.wall_ms, 2),
                 "phases ms": round(sum(step.phases.values()), 2),
                 "stopwatch ms": round(naive, 2),

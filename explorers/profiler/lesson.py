@@ -1,28 +1,165 @@
-"""The Profiler lab's lesson: what the run shows, the one change to try, and the predict-then-reveal evidence."""
+"""The Profiler lab's lesson: what the run shows, an experiment to try, and the predict-then-reveal evidence.
+
+Every sentence is built from the measured numbers of the run it describes, and a
+difference is called only when it exceeds the noise margin (`noise`): timings on a
+shared machine scatter, and a sentence that flips between two identical runs teaches nothing.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import statistics
+from collections.abc import Sequence
 
-from explorers.profiler.experiment import THREADS_RANGE, WIDTH_RANGE, WORKERS_RANGE, ProfileOptions
-from explorers.profiler.your_model import ProfileResult
+from explorers.profiler.experiment import OPTIMIZERS, THREADS_RANGE, WIDTH_RANGE, WIDTHS, WORKERS_RANGE, ProfileOptions
+from explorers.profiler.noise import ms, unpaired_gap
+from explorers.profiler.your_model import PHASES, VERDICTS, ProfileResult
+
+SUGGESTED_WORKERS = 2
+DATA_COST_QUESTION_MS = 20
+OPTIMIZER_NAMES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
+# The knobs an experiment changes, and every value each can be set back to: a link's `before` names one of them.
+COMPARED = {
+    "num_workers": tuple(range(WORKERS_RANGE[0], WORKERS_RANGE[1] + 1)),
+    "pin_memory": (False, True),
+    "optimizer": OPTIMIZERS,
+    "threads": tuple(range(THREADS_RANGE[0], THREADS_RANGE[1] + 1)),
+    "width": WIDTHS,
+}
+NO_COMPARISON = "none"
 
 
-def suggestion(options: ProfileOptions, result: ProfileResult) -> tuple[str, ProfileOptions] | None:
-    """The one change the verdict points to, as a label and the options with it applied."""
-    cores = THREADS_RANGE[1]
-    if result.verdict == "data-bound" and options.num_workers < min(2, WORKERS_RANGE[1]):
-        return "Load batches in 2 DataLoader worker processes", dataclasses.replace(options, num_workers=2)
-    if result.verdict == "copy-bound" and options.device == "cuda" and not options.pin_memory:
-        return "Pin host memory for faster, asynchronous copies", dataclasses.replace(options, pin_memory=True)
-    if result.verdict == "optimizer-bound" and options.optimizer != "sgd":
-        return "Switch to plain SGD (no per-parameter state to update)", dataclasses.replace(options, optimizer="sgd")
-    if result.verdict == "compute-bound" and options.threads < cores:
-        return f"Use all {cores} CPU threads for the math", dataclasses.replace(options, threads=cores)
-    if result.verdict == "compute-bound" and options.width > WIDTH_RANGE[0]:
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    label: str  # the change, in words: "2 CPU threads instead of 1"
+    options: ProfileOptions
+
+
+def suggestion(options: ProfileOptions, result: ProfileResult) -> Experiment | None:
+    """The one change the verdict points to, as an experiment: whether it helps is measured, never assumed."""
+    change = dataclasses.replace
+    if result.verdict == VERDICTS["data"] and options.num_workers < min(SUGGESTED_WORKERS, WORKERS_RANGE[1]):
+        return Experiment(
+            f"{SUGGESTED_WORKERS} DataLoader workers instead of {options.num_workers}",
+            change(options, num_workers=SUGGESTED_WORKERS),
+        )
+    if result.verdict == VERDICTS["copy"] and options.device == "cuda" and not options.pin_memory:
+        return Experiment("pinned host memory for the copies", change(options, pin_memory=True))
+    if result.verdict == VERDICTS["optimizer"] and options.optimizer != "sgd":
+        return Experiment(
+            f"plain SGD instead of {OPTIMIZER_NAMES[options.optimizer]} (no per-parameter state; another algorithm)",
+            change(options, optimizer="sgd"),
+        )
+    if result.verdict == VERDICTS["compute"] and options.threads < THREADS_RANGE[1]:
+        return Experiment(
+            f"{THREADS_RANGE[1]} CPU threads instead of {options.threads}", change(options, threads=THREADS_RANGE[1])
+        )
+    if result.verdict == VERDICTS["compute"] and options.width > WIDTH_RANGE[0]:
         narrower = max(options.width // 2, WIDTH_RANGE[0])
-        return f"Halve the model width to {narrower}", dataclasses.replace(options, width=narrower)
+        return Experiment(f"half the width: {narrower} instead of {options.width}", change(options, width=narrower))
     return None
+
+
+def comparison_tokens() -> tuple[str, ...]:
+    """Every value a link's `before` may hold: `knob=value`, the one knob that differed before the change."""
+    return (NO_COMPARISON, *(f"{name}={value}" for name, values in COMPARED.items() for value in values))
+
+
+def token_for(before: ProfileOptions, after: ProfileOptions) -> str:
+    """The token that turns `after` back into `before` (they differ in one compared knob)."""
+    changed = [name for name in COMPARED if getattr(before, name) != getattr(after, name)]
+    return f"{changed[0]}={getattr(before, changed[0])}" if len(changed) == 1 else NO_COMPARISON
+
+
+def before_options(options: ProfileOptions, token: str) -> ProfileOptions | None:
+    """The settings to compare against: these with one knob set back, or None when there is nothing to compare."""
+    for name, values in COMPARED.items():
+        for value in values:
+            if token == f"{name}={value}" and getattr(options, name) != value:
+                return dataclasses.replace(options, **{name: value})
+    return None
+
+
+def describe_change(before: ProfileOptions, after: ProfileOptions) -> str:
+    return ", ".join(
+        f"{name} {getattr(before, name)} → {getattr(after, name)}"
+        for name in COMPARED
+        if getattr(before, name) != getattr(after, name)
+    )
+
+
+def outcome(change: str, before: Sequence[float], after: Sequence[float]) -> tuple[str, str]:
+    """("faster" | "slower" | "same", the sentence) for step times without the profiler, before and after a change."""
+    a, b = statistics.fmean(before), statistics.fmean(after)
+    gap, noise = unpaired_gap(after, before)
+    measured = f"{ms(a)} → {ms(b)} ms per step without the profiler"
+    margin = f"the ±{ms(noise)} ms noise margin"
+    if gap < -noise:
+        return "faster", f"Measured: {change} made the step faster, {measured} ({a / b:.2f}× as fast), beyond {margin}."
+    if gap > noise:
+        return "slower", (
+            f"Measured: {change} made the step slower, {measured} ({b / a:.2f}× as long), beyond {margin}: "
+            "here it does not help."
+        )
+    return "same", f"Measured: {change} made no difference beyond the noise, {measured}, within {margin}."
+
+
+def overhead(ratios: Sequence[float], steps_per_round: int) -> str:
+    """The profiler's cost, from alternating blocks with and without it; within the noise when their spread spans 1."""
+    low, high = min(ratios), max(ratios)
+    spread = f"{low:.2f}× to {high:.2f}×"
+    blocks = f"{len(ratios)} rounds of {steps_per_round} steps without the profiler, then {steps_per_round} with it"
+    if low > 1:
+        return (
+            f"The profiler made each step about {statistics.median(ratios):.2f}× as long as without it "
+            f"({spread} over {blocks})."
+        )
+    if high < 1:
+        return (
+            f"Too close to call: over {blocks}, the blocks with the profiler happened to run faster ({spread}), "
+            "yet the profiler only adds work: its cost here is smaller than how much the step time wanders."
+        )
+    return (
+        f"Too close to call: the profiler's cost is within the noise. Blocks with it took {spread} as long as "
+        f"the blocks without it, over {blocks}."
+    )
+
+
+def _first_step(options: ProfileOptions, result: ProfileResult) -> str:
+    first = result.warmup_steps[0]
+    slowest = max(result.unprofiled_ms)
+    if first.wall_ms <= slowest:
+        return (
+            f"The first warm-up step ({ms(first.wall_ms)} ms) was no slower than the slowest steady step "
+            f"({ms(slowest)} ms, same stopwatch, no profiler): no one-off cost shows in this run."
+        )
+    typical = statistics.median(result.unprofiled_ms)
+    phase = max(PHASES, key=first.phases.get)
+    once = ["creating the DataLoader iterator"]
+    if options.num_workers:
+        once.append(f"starting its {options.num_workers} worker process(es)")
+    if options.optimizer != "sgd":
+        once.append(f"{OPTIMIZER_NAMES[options.optimizer]} creating its per-parameter state")
+    return (
+        f"The first warm-up step took {ms(first.wall_ms)} ms, {first.wall_ms / typical:.1f}× a typical steady step "
+        f"({ms(typical)} ms, same stopwatch, no profiler), most of it in `{phase}` ({ms(first.phases[phase])} ms): "
+        f"one-off work ({', '.join(once)}). An average that includes it is skewed, so the lab measures after warm-up."
+    )
+
+
+def _data_work(options: ProfileOptions, result: ProfileResult) -> str:
+    waited = result.mean_phases()["data"]
+    cost = options.data_cost_ms
+    if not options.num_workers:
+        return (
+            f"With `num_workers=0` the {cost} ms of per-batch data work runs on the training loop's own thread, "
+            f"so every step waits for it: the data phase took {ms(waited)} ms per step."
+        )
+    hidden = f" ({1 - waited / cost:.0%} of it hidden)" if waited < cost else " (none of it hidden)"
+    return (
+        f"{options.num_workers} worker process(es) prepare batches while the model trains: the loop waited "
+        f"{ms(waited)} ms per step for its batch, against the {cost} ms each batch takes to make{hidden}."
+    )
 
 
 def explain(options: ProfileOptions, result: ProfileResult) -> list[str]:
@@ -31,29 +168,14 @@ def explain(options: ProfileOptions, result: ProfileResult) -> list[str]:
     covered = sum(phases.values())
     lines = [
         f"**{result.verdict}**: {result.evidence}",
-        f"The five phases cover {covered:.1f} of {wall:.1f} ms per step ({covered / wall:.0%}); the grey `other` "
-        "bar is the rest (loop and profiler bookkeeping).",
+        f"The five phases cover {ms(covered)} of {ms(wall)} ms per profiled step ({covered / wall:.0%}); the grey "
+        "`other` bar is the rest: the loop between phases and the profiler's own step bookkeeping.",
     ]
     if result.warmup_steps:
-        first = result.warmup_steps[0].wall_ms
-        lines.append(
-            f"The first warm-up step took {first:.1f} ms against {wall:.1f} ms once warm: measure after "
-            "warm-up, or the first step's one-off costs (allocations, worker start-up) skew the average."
-        )
-    if options.data_cost_ms and options.num_workers == 0:
-        lines.append(
-            f"With `num_workers=0` the {options.data_cost_ms} ms of per-batch data work runs on the training "
-            "loop's own thread, so the step waits for it every time."
-        )
-    elif options.data_cost_ms and options.num_workers:
-        lines.append(
-            f"{options.num_workers} worker process(es) prepare batches while the model trains, so the "
-            f"loop waited {phases['data']:.1f} ms per step for data instead of ~{options.data_cost_ms} ms."
-        )
-    lines.append(
-        f"The profiler itself made these steps **{result.overhead_ratio:.2f}×** as long as the same steps "
-        "without it: small, fast operators pay the most, so keep the active window short."
-    )
+        lines.append(_first_step(options, result))
+    if options.data_cost_ms:
+        lines.append(_data_work(options, result))
+    lines.append(overhead(result.overhead_ratios, result.steps_per_round))
     if result.device == "cuda" and not result.synchronized:
         lines.append(
             "Without `torch.cuda.synchronize()` GPU work is asynchronous: a phase ends when its kernels "
@@ -62,11 +184,33 @@ def explain(options: ProfileOptions, result: ProfileResult) -> list[str]:
     return lines
 
 
-def data_cost_evidence(slow: ProfileResult, options: ProfileOptions, current: ProfileResult) -> str:
-    """What a 20 ms data cost did, measured just now against the current settings."""
-    before, after = current.mean_phases(), slow.mean_phases()
-    grown = max(after, key=lambda phase: after[phase] - before[phase])
-    return (
-        f"Measured just now: the data phase went from {before['data']:.1f} to {after['data']:.1f} ms per step; "
-        f"`{grown}` grew most. Compute did not change: the step simply waits for its batch."
-    )
+def data_cost_pair(options: ProfileOptions) -> tuple[ProfileOptions, ProfileOptions]:
+    """The predict-then-reveal experiment: these settings without data work, then with 20 ms per batch (no workers)."""
+    without = dataclasses.replace(options, data_cost_ms=0, num_workers=0)
+    return without, dataclasses.replace(without, data_cost_ms=DATA_COST_QUESTION_MS)
+
+
+def data_cost_evidence(without: ProfileResult, with_cost: ProfileResult) -> tuple[str, str]:
+    """(the phase that grew most, what the two runs showed), each phase compared with its noise margin."""
+    before = {p: [s.phases[p] for s in without.steps] for p in PHASES}
+    after = {p: [s.phases[p] for s in with_cost.steps] for p in PHASES}
+    gaps = {p: unpaired_gap(after[p], before[p]) for p in PHASES}
+    grown = max(PHASES, key=lambda p: gaps[p][0])
+
+    def change(p: str) -> str:
+        return f"`{p}` {ms(statistics.fmean(before[p]))} → {ms(statistics.fmean(after[p]))} ms"
+
+    lines = [
+        f"Measured just now, without and then with {DATA_COST_QUESTION_MS} ms of data work per batch: "
+        f"`{grown}` grew most ({change(grown)} per step)."
+    ]
+    rest = [p for p in PHASES if p not in (grown, "copy")]
+    moved = [p for p in rest if abs(gaps[p][0]) > gaps[p][1]]
+    steady = [p for p in rest if p not in moved]
+    if steady:
+        lines.append(f"{', '.join(change(p) for p in steady)}: within the noise, no measurable change.")
+    if moved:
+        lines.append(
+            f"{', '.join(change(p) for p in moved)}: beyond the noise, though the model does the same math both times."
+        )
+    return grown, " ".join(lines)

@@ -1,43 +1,61 @@
 """Profile your own training step by phase: data, host-to-device copy, forward, backward, optimizer.
 
-`profile_training` runs a bounded number of real training steps under `torch.profiler`
-with a wait / warm-up / active schedule, after the model's own warm-up. Each phase is labelled with `record_function`,
-so the profiler's own events give each phase's time; the step's wall time is the
-profiler's `ProfilerStep` span, and what the phases do not cover (the loop itself,
-the profiler's bookkeeping) is reported as `other_ms`, never hidden. The same steps are
-then run without the profiler, which gives the profiler's overhead as a ratio.
+`profile_training` trains a deep copy of your model and optimizer (yours are never
+touched: not their weights, buffers, `.grad` fields or state, nor your batches or the
+global RNG) for a bounded number of real steps, in this order:
 
-Warm-up steps run before the profiler starts (it records only its active steps), so
-they are timed with `time.perf_counter` around the same phases (their `source` says so).
+- `warmup` steps, timed with `time.perf_counter`: the first steps pay one-off costs;
+- `rounds` rounds, each of `active` steps without the profiler (a stopwatch around each
+  step), then `active` steps under `torch.profiler`, so overhead is measured on
+  alternating blocks and its spread across rounds is known. Before each block a few
+  untimed steps let a DataLoader's workers use up what they prefetched during the pause.
+
+Each phase is labelled with `record_function`, so the profiler's own events give each
+phase's time; the step's wall time is the profiler's `ProfilerStep` span, and what the
+phases do not cover (the loop itself, the profiler's bookkeeping) is `other_ms`, never
+hidden. The verdict names the largest part of the step only when it leads the others by
+more than the noise margin of its per-step differences; otherwise it says "too close to call".
 
 From a notebook::
 
     from explorers import profiler
     result = profiler.profile_training(model, loader, optimizer, torch.nn.functional.cross_entropy)
-    result.verdict, result.evidence, result.steps[0].phases
+    result.verdict, result.evidence, result.steps[0].phases, result.overhead_ratios
 
-What to expect: a loader with a slow collate is "data-bound" and its data phase holds
-most of the step; a large model on small batches is "compute-bound".
+A loader whose batches are not `(input, target)` pairs needs `split_batch`, a function
+from one batch to `(model input, target)`: `split_batch=lambda b: (b["image"], b["label"])`.
+The model is called as `model(model_input)` and the loss as `loss_fn(output, target)`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import itertools
 import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
+from explorers.profiler.noise import ms, paired_gap
+
 PHASES = ("data", "copy", "forward", "backward", "optimizer")
 LABEL = "phase/"  # prefix of our record_function labels
+# What a verdict can name: forward and backward together are the step's compute.
+CATEGORIES = {"data": ("data",), "copy": ("copy",), "compute": ("forward", "backward"), "optimizer": ("optimizer",)}
+CATEGORY_NAMES = {"data": "data", "copy": "copy", "compute": "forward + backward", "optimizer": "optimizer"}
 VERDICTS = {"data": "data-bound", "copy": "copy-bound", "compute": "compute-bound", "optimizer": "optimizer-bound"}
+TOO_CLOSE = "too close to call"
 TOP_OPS = 12
+PREFETCH_FACTOR = 2  # DataLoader's default batches in flight per worker
+LIMITS = {"warmup": (0, 20), "active": (1, 50), "rounds": (2, 10)}
 
 # torch.profiler is process-wide: two at once corrupt each other's results.
 _PROFILER_LOCK = threading.Lock()
@@ -47,7 +65,7 @@ _PROFILER_LOCK = threading.Lock()
 class StepTiming:
     phases: dict[str, float]  # milliseconds per phase
     wall_ms: float
-    spans: tuple[tuple[str, float, float], ...] = ()  # (phase, start, end) ms from the first active step
+    spans: tuple[tuple[str, float, float], ...] = ()  # (phase, start, end) ms from its round's first profiled step
     source: str = "profiler"  # or "perf_counter" for steps the profiler did not record
 
     @property
@@ -65,19 +83,48 @@ class OpTiming:
 
 
 @dataclass(frozen=True)
+class Verdict:
+    label: str  # one of VERDICTS' values, or TOO_CLOSE
+    evidence: str
+    contenders: tuple[str, ...]  # the categories in the running: the leader, and any within the noise of it
+
+
+@dataclass(frozen=True)
 class ProfileResult:
-    steps: tuple[StepTiming, ...]  # the active steps, from the profiler's events
+    steps: tuple[StepTiming, ...]  # the profiled steps, round after round, from the profiler's events
     warmup_steps: tuple[StepTiming, ...]  # timed with perf_counter: the profiler does not record them
-    top_ops: tuple[OpTiming, ...]
-    naive_ms: tuple[float, ...]  # perf_counter around each active step, as a hand-rolled timer would see it
-    unprofiled_ms: tuple[float, ...]  # as many steps just before, on the warm model, with no profiler running
-    overhead_ratio: float  # profiled over unprofiled step time (medians)
+    top_ops: tuple[OpTiming, ...]  # over every profiled step
+    naive_ms: tuple[float, ...]  # perf_counter around each profiled step, as a hand-rolled timer would see it
+    unprofiled_ms: tuple[float, ...]  # the blocks of steps without the profiler, round after round
+    steps_per_round: int
     verdict: str
     evidence: str
-    trace_path: str
+    contenders: tuple[str, ...]
+    trace_path: str  # the last round's profiled steps, as a Chrome trace
     device: str
     synchronized: bool
-    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def rounds(self) -> int:
+        return len(self.steps) // self.steps_per_round
+
+    @property
+    def overhead_ratios(self) -> tuple[float, ...]:
+        """Per round: mean step time with the profiler over the mean of the block without it just before."""
+        n = self.steps_per_round
+        blocks = range(0, len(self.naive_ms), n)
+        return tuple(
+            statistics.fmean(self.naive_ms[i : i + n]) / statistics.fmean(self.unprofiled_ms[i : i + n]) for i in blocks
+        )
+
+    @property
+    def overhead_ratio(self) -> float:
+        return statistics.median(self.overhead_ratios)
+
+    @property
+    def last_round(self) -> tuple[StepTiming, ...]:
+        """The profiled steps the Chrome trace holds."""
+        return self.steps[-self.steps_per_round :]
 
     def mean_phases(self) -> dict[str, float]:
         return {p: statistics.fmean(s.phases[p] for s in self.steps) for p in PHASES}
@@ -85,6 +132,44 @@ class ProfileResult:
     @property
     def mean_wall_ms(self) -> float:
         return statistics.fmean(s.wall_ms for s in self.steps)
+
+    @property
+    def mean_unprofiled_ms(self) -> float:
+        return statistics.fmean(self.unprofiled_ms)
+
+
+def split_pair(batch) -> tuple:
+    """The default `split_batch`: a batch is an `(input, target)` pair, as TensorDataset and most datasets yield."""
+    if isinstance(batch, tuple | list) and len(batch) == 2:
+        return batch[0], batch[1]
+    shape = f" of {len(batch)} items" if isinstance(batch, tuple | list) else ""
+    raise ValueError(
+        f"The loader yielded a {type(batch).__name__}{shape}, not an (input, target) pair: pass "
+        "split_batch=lambda batch: (model_input, target) to say which part is which."
+    )
+
+
+def settle_steps(num_workers: int, prefetch_factor: int | None) -> int:
+    """Untimed steps after a pause: a loader's workers prefetch up to this many batches while the loop is paused."""
+    return num_workers * (prefetch_factor or PREFETCH_FACTOR)
+
+
+def total_steps(warmup: int, active: int, rounds: int, settle: int) -> int:
+    return warmup + rounds * len(_round_roles(active, settle))
+
+
+def _round_roles(active: int, settle: int) -> list[str]:
+    """What each step of one round is for; the profiler's schedule follows the same order."""
+    return (
+        ["settle"] * settle
+        + ["unprofiled"] * active
+        + ["profiler warm-up"] * _profiler_warmup(settle)
+        + ["profiled"] * active
+    )
+
+
+def _profiler_warmup(settle: int) -> int:
+    return max(1, settle)  # the profiler's start is a pause too, and it warms itself up for at least one step
 
 
 def _cycle(loader) -> Iterator:
@@ -95,20 +180,43 @@ def _cycle(loader) -> Iterator:
             yielded = True
             yield batch
         if not yielded:
-            raise ValueError("the DataLoader yields no batches")
+            raise ValueError("The loader yields no batches.")
 
 
-def _to(batch, device: torch.device, non_blocking: bool):
-    if torch.is_tensor(batch):
-        return batch.to(device, non_blocking=non_blocking)
-    return type(batch)(_to(item, device, non_blocking) for item in batch)
+def _fresh(value, device: torch.device, non_blocking: bool):
+    """`value` with every tensor copied to `device`: the step never writes into, or fills `.grad` of, your tensors."""
+    if torch.is_tensor(value):
+        copied = value.detach().to(device, non_blocking=non_blocking, copy=True)
+        return copied.requires_grad_(value.requires_grad)
+    if isinstance(value, Mapping):
+        return {key: _fresh(item, device, non_blocking) for key, item in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
+        return type(value)(*(_fresh(item, device, non_blocking) for item in value))
+    if isinstance(value, tuple | list):
+        return type(value)(_fresh(item, device, non_blocking) for item in value)
+    return value
+
+
+def _checked_pair(pair) -> tuple:
+    if isinstance(pair, tuple | list) and len(pair) == 2:
+        return pair[0], pair[1]
+    raise ValueError(f"split_batch must return a (model input, target) pair, not a {type(pair).__name__}.")
+
+
+def _checked_loss(loss) -> torch.Tensor:
+    if not torch.is_tensor(loss) or loss.numel() != 1:
+        shape = f"tensor of shape {tuple(loss.shape)}" if torch.is_tensor(loss) else type(loss).__name__
+        raise ValueError(f"loss_fn must return a single-number tensor, not a {shape}.")
+    if not loss.requires_grad:
+        raise ValueError("The loss does not require grad: no trainable parameter reached it (are all of them frozen?).")
+    return loss
 
 
 class _Stepper:
     """One training step, phase by phase, labelled for the profiler and timed with perf_counter."""
 
-    def __init__(self, model, loader, optimizer, loss_fn, device: torch.device, synchronize: bool):
-        self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
+    def __init__(self, model, loader, optimizer, loss_fn, split_batch, device: torch.device, synchronize: bool):
+        self.model, self.optimizer, self.loss_fn, self.split_batch = model, optimizer, loss_fn, split_batch
         self.batches = _cycle(loader)
         self.device = device
         self.non_blocking = bool(getattr(loader, "pin_memory", False))
@@ -127,11 +235,11 @@ class _Stepper:
         timings: dict[str, float] = {}
         start = time.perf_counter()
         with self._phase("data", timings):
-            inputs, targets = next(self.batches)
+            model_input, target = _checked_pair(self.split_batch(next(self.batches)))
         with self._phase("copy", timings):
-            inputs, targets = _to((inputs, targets), self.device, self.non_blocking)
+            model_input, target = _fresh((model_input, target), self.device, self.non_blocking)
         with self._phase("forward", timings):
-            loss = self.loss_fn(self.model(inputs), targets)
+            loss = _checked_loss(self.loss_fn(self.model(model_input), target))
         with self._phase("backward", timings):
             loss.backward()
         with self._phase("optimizer", timings):
@@ -140,7 +248,7 @@ class _Stepper:
         return timings, (time.perf_counter() - start) * 1000
 
 
-def _steps_from_events(events) -> tuple[StepTiming, ...]:
+def _steps_from_events(events) -> list[StepTiming]:
     """Per ProfilerStep span, the time of each labelled phase inside it."""
     spans = sorted((e for e in events if e.name.startswith("ProfilerStep")), key=lambda e: e.time_range.start)
     phases = [e for e in events if e.name.startswith(LABEL)]
@@ -158,35 +266,104 @@ def _steps_from_events(events) -> tuple[StepTiming, ...]:
             marks.append((name, (event.time_range.start - origin) / 1000, (event.time_range.end - origin) / 1000))
         wall = (span.time_range.end - span.time_range.start) / 1000
         steps.append(StepTiming(totals, wall, tuple(marks)))
-    return tuple(steps)
+    return steps
 
 
-def _top_ops(profiler) -> tuple[OpTiming, ...]:
-    averages = [a for a in profiler.key_averages() if not a.key.startswith((LABEL, "ProfilerStep"))]
-    averages.sort(key=lambda a: a.self_cpu_time_total, reverse=True)
-    return tuple(
-        OpTiming(a.key, a.count, a.self_cpu_time_total / 1000, a.cpu_time_total / 1000) for a in averages[:TOP_OPS]
-    )
+class _Recorder:
+    """The profiler's `on_trace_ready`: keeps each round's steps and operators, and writes the last round's trace."""
+
+    def __init__(self, active: int, rounds: int, trace_path: Path):
+        self.active, self.rounds, self.trace_path = active, rounds, trace_path
+        self.steps: list[StepTiming] = []
+        self.ops: dict[str, list[float]] = {}  # name -> [calls, self ms, total ms]
+        self.done = 0
+
+    def __call__(self, prof) -> None:
+        self.done += 1
+        self.steps += _steps_from_events(prof.events())[: self.active]
+        for average in prof.key_averages():
+            if not average.key.startswith((LABEL, "ProfilerStep")):
+                totals = self.ops.setdefault(average.key, [0, 0.0, 0.0])
+                totals[0] += average.count
+                totals[1] += average.self_cpu_time_total / 1000
+                totals[2] += average.cpu_time_total / 1000
+        if self.done == self.rounds:
+            prof.export_chrome_trace(str(self.trace_path))
+
+    def top_ops(self) -> tuple[OpTiming, ...]:
+        ranked = sorted(self.ops.items(), key=lambda item: item[1][1], reverse=True)[:TOP_OPS]
+        return tuple(OpTiming(name, int(calls), self_ms, total_ms) for name, (calls, self_ms, total_ms) in ranked)
 
 
-def judge(mean_phases: dict[str, float], wall_ms: float) -> tuple[str, str]:
-    """The verdict, and the evidence for it in plain words with numbers."""
-    shares = {
-        "data": mean_phases["data"],
-        "copy": mean_phases["copy"],
-        "compute": mean_phases["forward"] + mean_phases["backward"],
-        "optimizer": mean_phases["optimizer"],
-    }
-    biggest = max(shares, key=shares.get)
-    what = "forward + backward" if biggest == "compute" else biggest
-    ranked = sorted(shares.items(), key=lambda kv: kv[1], reverse=True)
-    runner_up = ranked[1]
+def judge(steps: Sequence[StepTiming]) -> Verdict:
+    """The largest part of the step, named only when it leads every other part by more than the noise margin.
+
+    The margin is twice the standard error of the per-step difference between the two parts,
+    so it grows with how much the steps scatter and shrinks with how many there are.
+    """
+    per_step = {c: [sum(s.phases[p] for p in parts) for s in steps] for c, parts in CATEGORIES.items()}
+    means = {c: statistics.fmean(values) for c, values in per_step.items()}
+    leader, *others = sorted(means, key=means.get, reverse=True)
+    gaps = {c: paired_gap(per_step[leader], per_step[c]) for c in others}
+    close = [c for c in others if gaps[c][0] <= gaps[c][1]]
+    wall = statistics.fmean(s.wall_ms for s in steps)
+    count = f"over {len(steps)} steps"
+    if close:
+        named = [f"{CATEGORY_NAMES[c]} ({ms(means[c])} ms per step)" for c in (leader, *close)]
+        gap, noise = gaps[close[0]]
+        evidence = (
+            f"{', '.join(named[:-1])} and {named[-1]} are within the noise of each other: "
+            f"{CATEGORY_NAMES[leader]} leads {CATEGORY_NAMES[close[0]]} by {ms(gap)} ms, inside the "
+            f"±{ms(noise)} ms noise margin {count} (a step takes {ms(wall)} ms)."
+        )
+        return Verdict(TOO_CLOSE, evidence, (leader, *close))
+    runner_up = others[0]
+    gap, noise = gaps[runner_up]
     evidence = (
-        f"{what} took {shares[biggest]:.1f} ms of a {wall_ms:.1f} ms step "
-        f"({shares[biggest] / wall_ms:.0%}); next was {runner_up[0]} at {runner_up[1]:.1f} ms "
-        f"({runner_up[1] / wall_ms:.0%})."
+        f"{CATEGORY_NAMES[leader]} took {ms(means[leader])} ms of a {ms(wall)} ms step "
+        f"({means[leader] / wall:.0%}); next was {CATEGORY_NAMES[runner_up]} at {ms(means[runner_up])} ms "
+        f"({means[runner_up] / wall:.0%}), {ms(gap)} ms less: beyond the ±{ms(noise)} ms noise margin {count}."
     )
-    return VERDICTS[biggest], evidence
+    return Verdict(VERDICTS[leader], evidence, (leader,))
+
+
+def _private_copy(model: torch.nn.Module, optimizer: torch.optim.Optimizer):
+    """A deep copy of both at once, so the copied optimizer steps the copied parameters."""
+    try:
+        return copy.deepcopy((model, optimizer))
+    except Exception as error:  # deepcopy raises whatever the object's own members raise
+        raise ValueError(
+            f"profile_training trains a deep copy of your model and optimizer, and copying failed: {error}"
+        ) from error
+
+
+def _device_of(model: torch.nn.Module, device) -> torch.device:
+    """The device asked for, else the one the model's first parameter or buffer lives on, else the CPU."""
+    if device is not None:
+        return torch.device(device)
+    first = next(itertools.chain(model.parameters(), model.buffers()), None)
+    return first.device if first is not None else torch.device("cpu")
+
+
+def _move_state(optimizer: torch.optim.Optimizer, device: torch.device) -> None:
+    """Optimizer state (Adam's moments) goes where the parameters went."""
+    for state in optimizer.state.values():
+        for name, value in state.items():
+            if torch.is_tensor(value) and value.dim():  # Adam's `step` counter stays a CPU scalar
+                state[name] = value.to(device)
+
+
+def _check_arguments(model, optimizer, loss_fn, split_batch, numbers: dict[str, int]) -> None:
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, not a {type(model).__name__}.")
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ValueError(f"optimizer must be a torch.optim.Optimizer, not a {type(optimizer).__name__}.")
+    if not callable(loss_fn) or not callable(split_batch):
+        raise ValueError("loss_fn and split_batch must be callables.")
+    for name, value in numbers.items():
+        low, high = LIMITS[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"{name} must be an integer in [{low}, {high}], not {value!r}.")
 
 
 def profile_training(
@@ -195,36 +372,35 @@ def profile_training(
     optimizer: torch.optim.Optimizer,
     loss_fn: Callable,
     *,
-    device: str | torch.device = "cpu",
-    wait: int = 1,
+    split_batch: Callable = split_pair,
+    device: str | torch.device | None = None,
     warmup: int = 2,
     active: int = 5,
+    rounds: int = 3,
     synchronize: bool = True,
     trace_path: str | Path | None = None,
     on_step: Callable[[int, int], None] | None = None,
 ) -> ProfileResult:
-    """Warm up for `warmup` steps, time `active` steps without the profiler, then profile `active` steps.
+    """Warm up, then `rounds` times: `active` steps without the profiler, then `active` steps under it.
 
-    The profiler's schedule waits `wait` steps and warms itself up for one before its
-    active window. The model is trained for real (this is a training step, not a
-    simulation). Only one profile runs at a time in a process; the profiler is always
-    stopped, also on error. `on_step(done, total)` reports progress and may raise to cancel.
+    Trains a deep copy of `model` and `optimizer` for real, in the modes (train/eval) you
+    left them in, on `device` (default: where the model is). Only one profile runs at a
+    time in a process; the profiler is always stopped, also on error.
+    `on_step(done, total)` reports progress and may raise to cancel.
     """
-    if not (0 <= wait <= 10 and 0 <= warmup <= 20 and 1 <= active <= 50):
-        raise ValueError("wait in [0, 10], warmup in [0, 20], active in [1, 50]")
-    device = torch.device(device)
-    model.to(device).train()
-    stepper = _Stepper(model, loader, optimizer, loss_fn, device, synchronize)
+    _check_arguments(model, optimizer, loss_fn, split_batch, {"warmup": warmup, "active": active, "rounds": rounds})
+    device = _device_of(model, device)
+    model, optimizer = _private_copy(model, optimizer)
+    model.to(device)
+    _move_state(optimizer, device)
+    settle = settle_steps(getattr(loader, "num_workers", 0), getattr(loader, "prefetch_factor", None))
+    roles = _round_roles(active, settle)
+    total = total_steps(warmup, active, rounds, settle)
     trace_path = Path(trace_path or tempfile.mkstemp(prefix="step-trace-", suffix=".json")[1])
-    total = warmup + active + wait + 1 + active
+    recorder = _Recorder(active, rounds, trace_path)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    recorded: dict[str, object] = {}
-
-    def ready(prof) -> None:
-        prof.export_chrome_trace(str(trace_path))
-        recorded["events"] = prof.events()
-        recorded["top_ops"] = _top_ops(prof)
-
+    plan = schedule(wait=settle + active, warmup=_profiler_warmup(settle), active=active, repeat=rounds)
+    stepper = _Stepper(model, loader, optimizer, loss_fn, split_batch, device, synchronize)
     done = 0
 
     def advance() -> None:
@@ -233,38 +409,35 @@ def profile_training(
         if on_step:
             on_step(done, total)
 
-    # Warm the model up, then time the unprofiled baseline on the warm model, right before profiling.
-    warmup_steps = []
-    for _ in range(warmup):
-        timings, wall = stepper.step()
-        warmup_steps.append(StepTiming(timings, wall, source="perf_counter"))
-        advance()
-    unprofiled = []
-    for _ in range(active):
-        unprofiled.append(stepper.step()[1])
-        advance()
-    naive = []
-    plan = schedule(wait=wait, warmup=1, active=active, repeat=1)  # the profiler warms itself up for one step
-    with _PROFILER_LOCK, profile(activities=activities, on_trace_ready=ready, schedule=plan) as prof:
-        for index in range(wait + 1 + active):
-            wall = stepper.step()[1]
-            if index > wait:
-                naive.append(wall)
-            prof.step()
+    warmup_steps, unprofiled, naive = [], [], []
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # your RNG stream is untouched
+        for _ in range(warmup):
+            timings, wall = stepper.step()
+            warmup_steps.append(StepTiming(timings, wall, source="perf_counter"))
             advance()
-    steps = _steps_from_events(recorded["events"])[:active]
-    result_phases = {p: statistics.fmean(s.phases[p] for s in steps) for p in PHASES}
-    wall_ms = statistics.fmean(s.wall_ms for s in steps)
-    verdict, evidence = judge(result_phases, wall_ms)
+        with _PROFILER_LOCK, warnings.catch_warnings():
+            # Each round is one profiler cycle, read in `recorder` before the next: nothing is lost.
+            warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
+            with profile(activities=activities, on_trace_ready=recorder, schedule=plan) as prof:
+                for role in roles * rounds:
+                    wall = stepper.step()[1]
+                    if role == "unprofiled":
+                        unprofiled.append(wall)
+                    elif role == "profiled":
+                        naive.append(wall)
+                    prof.step()
+                    advance()
+    verdict = judge(recorder.steps)
     return ProfileResult(
-        steps=steps,
+        steps=tuple(recorder.steps),
         warmup_steps=tuple(warmup_steps),
-        top_ops=recorded["top_ops"],
+        top_ops=recorder.top_ops(),
         naive_ms=tuple(naive),
         unprofiled_ms=tuple(unprofiled),
-        overhead_ratio=statistics.median(naive) / statistics.median(unprofiled),
-        verdict=verdict,
-        evidence=evidence,
+        steps_per_round=active,
+        verdict=verdict.label,
+        evidence=verdict.evidence,
+        contenders=verdict.contenders,
         trace_path=str(trace_path),
         device=str(device),
         synchronized=stepper.sync,

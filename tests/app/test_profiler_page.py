@@ -1,6 +1,7 @@
-"""The Profiler page: every control reaches the run and the link; the one-click change; hostile links."""
+"""The Profiler page: every control reaches the run and the link; the measured experiment; hostile links."""
 
 import json
+import re
 
 import pytest
 
@@ -17,6 +18,10 @@ def phases_chart(at):
     return json.loads(at.get("plotly_chart")[0].proto.spec)
 
 
+def charts(at):
+    return [json.loads(c.proto.spec)["layout"] for c in at.get("plotly_chart")]
+
+
 def verdict(at):
     return next(m.value for m in at.markdown if m.value.startswith("### Verdict"))
 
@@ -29,12 +34,14 @@ def lab():
 
 
 def test_default_run_shows_verdict_phases_timeline_operators_and_stopwatch(lab):
-    assert "bound" in verdict(lab)
+    # On a busy machine the default's two largest parts can be within the noise: then it says so.
+    assert re.match(r"### Verdict: (data-|copy-|compute-|optimizer-)bound|### Verdict: too close to call", verdict(lab))
     traces = {t["name"] for t in phases_chart(lab)["data"]}
     assert traces == {"data", "copy", "forward", "backward", "optimizer", "other"}
     assert len(lab.get("plotly_chart")) == 2
     ops, timing = lab.dataframe[0].value, lab.dataframe[1].value
-    assert len(ops) > 3 and list(timing.columns) == ["step", "profiler ms", "phases ms", "stopwatch ms"]
+    assert len(ops) > 3 and list(timing.columns) == ["round", "step", "profiler ms", "phases ms", "stopwatch ms"]
+    assert any("timings vary between runs" in c.value for c in lab.caption)
 
 
 def test_every_knob_reaches_the_link(lab):
@@ -59,23 +66,37 @@ def test_every_knob_reaches_the_link(lab):
         "warmup": "1",
         "active": "3",
     }
-    assert len(lab.dataframe[1].value) == 3  # three active steps
+    assert len(lab.dataframe[1].value) == 3 * 3  # three profiled steps in each of three rounds
     labels = phases_chart(lab)["data"][0]["x"]
-    assert labels == ["warm-up 1", "step 1", "step 2", "step 3"]
+    assert labels[:5] == ["warm-up 1", "r1 step 1", "r1 step 2", "r1 step 3", "r2 step 1"]
     # Without CUDA the GPU-only toggles are shown but disabled.
     assert lab.toggle(key=key("pin_memory")).disabled and lab.toggle(key=key("synchronize")).disabled
 
 
-def test_data_cost_makes_it_data_bound_and_the_suggested_change_is_applied_side_by_side():
+def test_data_cost_offers_an_experiment_whose_measured_outcome_is_shown_side_by_side_and_kept_in_the_link():
     at = open_page(PAGE, {"data_cost_ms": "25", "num_workers": "0", "active": "3", "warmup": "1"})
     assert "data-bound" in verdict(at)
-    apply = at.button(key="apply")
-    assert "worker" in apply.label
-    apply.click().run()
+    assert any("experiment the verdict points to:** 2 DataLoader workers instead of 0" in m.value for m in at.markdown)
+    at.button(key="apply").click().run()
     assert not at.exception and at.session_state[key("num_workers")] == 2
-    assert "before" in at.success[0].value and "after" in at.success[0].value
-    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
-    assert titles[:2] == ["Before the change", "After the change"]
+    assert at.query_params["before"] == "num_workers=0" and at.query_params["num_workers"] == "2"
+    outcome = [*at.success, *at.warning, *at.info][0].value
+    assert outcome.startswith("Measured: num_workers 0 → 2 made ") and "noise margin" in outcome
+    before, after = charts(at)[:2]
+    assert (before["title"]["text"], after["title"]["text"]) == ("Before the change", "After the change")
+    assert before["yaxis"]["range"] == after["yaxis"]["range"]  # one scale for both
+    at.slider(key=key("num_workers")).set_value(0).run()  # the knob moved back by hand: nothing left to compare
+    assert at.query_params["before"] == "none" and len(at.get("plotly_chart")) == 2
+
+
+def test_a_shared_link_reopens_the_comparison_and_it_can_be_ended():
+    at = open_page(PAGE, {"data_cost_ms": "25", "num_workers": "2", "before": "num_workers=0", "active": "2"})
+    assert not at.exception
+    assert [c["title"]["text"] for c in charts(at)][:2] == ["Before the change", "After the change"]
+    assert any("a shared link reopens the same settings and comparison" in c.value for c in at.caption)
+    at.button(key="end").click().run()
+    assert at.query_params["before"] == "none" and len(at.get("plotly_chart")) == 2
+    assert charts(at)[0]["title"]["text"] == "Milliseconds per step, by phase"
 
 
 def test_profile_again_measures_afresh(lab):
@@ -87,7 +108,8 @@ def test_profile_again_measures_afresh(lab):
 
 def test_predict_then_reveal_runs_the_data_cost_experiment(lab):
     lab.radio(key=key("predict")).set_value("data").run()
-    assert "data phase went from" in lab.success[-1].value
+    reveal = [*lab.success, *lab.error][-1].value
+    assert "Measured just now, without and then with 20 ms of data work per batch: `data` grew most" in reveal
 
 
 @pytest.mark.parametrize(
@@ -100,6 +122,8 @@ def test_predict_then_reveal_runs_the_data_cost_experiment(lab):
         {"threads": "-3"},
         {"optimizer": "eval('1')"},
         {"active": "1e9"},
+        {"before": "threads=99"},
+        {"before": "width=4096"},
     ],
 )
 def test_hostile_link_values_get_a_notice_and_the_default(query):

@@ -1,5 +1,7 @@
-"""Profiling a real training step: verdicts, phase accounting, overhead, traces, isolation."""
+"""Profiling a real training step: verdicts, phase accounting, overhead, traces, isolation, any model and batch."""
 
+import copy
+import dataclasses
 import json
 import threading
 import time
@@ -12,6 +14,16 @@ from explorers import profiler as profiling
 from explorers.engine import default_engine
 from explorers.profiler import lesson
 from explorers.profiler.experiment import ProfileOptions, profile
+from explorers.profiler.your_model import StepTiming
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """As the lab's workers run: on a busy 2-core machine, two OpenMP threads make tiny layers wait on each other."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def job(width=64, depth=1, batch=32, delay_s=0.0, batches=8):
@@ -43,7 +55,7 @@ def test_a_large_model_on_tiny_batches_is_judged_compute_bound(tmp_path):
 def test_phases_add_up_to_the_wall_time_within_ten_percent(tmp_path):
     # A step of a few milliseconds, like the lab's: on a sub-millisecond step the loop's own cost is >10%.
     result = profiling.profile_training(*job(width=512, batch=128), warmup=1, active=4, trace_path=tmp_path / "t.json")
-    assert len(result.steps) == 4 and len(result.warmup_steps) == 1
+    assert len(result.steps) == 3 * 4 and len(result.warmup_steps) == 1
     for step in result.steps:
         assert sum(step.phases.values()) == pytest.approx(step.wall_ms, rel=0.10)
         assert step.other_ms >= 0 and step.source == "profiler"
@@ -52,14 +64,48 @@ def test_phases_add_up_to_the_wall_time_within_ten_percent(tmp_path):
 
 def test_the_loader_is_cycled_when_it_runs_out(tmp_path):
     result = profiling.profile_training(*job(batches=2), warmup=2, active=5, trace_path=tmp_path / "t.json")
-    assert len(result.steps) == 5
+    assert len(result.steps) == 3 * 5
 
 
 def test_overhead_ratio_is_reported_and_above_one_on_many_tiny_layers(tmp_path):
     model, loader, optimizer, loss = job(width=8, depth=40, batch=4)
     result = profiling.profile_training(model, loader, optimizer, loss, active=8, trace_path=tmp_path / "t.json")
     assert result.overhead_ratio > 1
-    assert len(result.unprofiled_ms) == 8
+    assert len(result.unprofiled_ms) == len(result.naive_ms) == 3 * 8 and len(result.overhead_ratios) == 3
+
+
+class ProfilerWatch(nn.Module):
+    """A layer that notes, on each forward, whether torch's profiler is recording at that moment.
+
+    The log is a class attribute: the deep copy that profile_training trains writes to it too.
+    """
+
+    seen: list[bool] = []
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(16, 4)
+
+    def forward(self, x):
+        ProfilerWatch.seen.append(torch.autograd._profiler_enabled())
+        return self.linear(x)
+
+
+def test_blocks_with_and_without_the_profiler_alternate_round_by_round(tmp_path):
+    watch = ProfilerWatch()
+    data = [(torch.randn(8, 16), torch.randint(0, 4, (8,))) for _ in range(4)]
+    optimizer = torch.optim.SGD(watch.parameters(), lr=0.01)
+    ProfilerWatch.seen.clear()
+    result = profiling.profile_training(
+        watch, data, optimizer, nn.functional.cross_entropy, warmup=2, active=3, rounds=2, trace_path=tmp_path / "t"
+    )
+    # Warm-up, then per round: 3 steps without the profiler, its own warm-up step (it prepares, and records
+    # nothing yet), 3 recorded steps. A list has no workers, so no steps are needed to settle after a pause.
+    one_round = [False] * 3 + [False] + [True] * 3
+    assert ProfilerWatch.seen == [False, False, *one_round, *one_round]
+    assert len(result.steps) == 6 and result.rounds == 2
+    blocks = [(result.naive_ms[i : i + 3], result.unprofiled_ms[i : i + 3]) for i in (0, 3)]
+    assert result.overhead_ratios == pytest.approx([sum(with_) / sum(without) for with_, without in blocks])
 
 
 def test_trace_is_chrome_json_with_the_phase_labels(tmp_path):
@@ -89,7 +135,7 @@ def test_profiles_in_one_process_run_one_at_a_time(tmp_path):
 
     def run(name):
         def on_step(done, total):
-            if done > warmup + active:  # past the unprofiled baseline: inside the profiler
+            if done > warmup:  # past the warm-up: inside the profiler's schedule, which holds the lock
                 profiled_steps.append(name)
 
         profiling.profile_training(
@@ -105,10 +151,26 @@ def test_profiles_in_one_process_run_one_at_a_time(tmp_path):
     assert sorted(set(profiled_steps)) == ["a", "b"] and switches == 1  # one whole window, then the other
 
 
-def test_judge_names_the_largest_share():
-    phases = {"data": 1.0, "copy": 0.1, "forward": 2.0, "backward": 3.0, "optimizer": 6.5}
-    verdict, evidence = profiling.judge(phases, 13.0)
-    assert verdict == "optimizer-bound" and "6.5 ms of a 13.0 ms step" in evidence
+def steps_of(*phases_per_step, wall=None):
+    return [StepTiming(dict(zip(profiling.PHASES, p, strict=True)), wall or sum(p) * 1.05) for p in phases_per_step]
+
+
+def test_judge_names_the_largest_share_when_it_leads_beyond_the_noise():
+    # data, copy, forward, backward, optimizer
+    steps = steps_of(*[(1.0, 0.1, 2.0, 3.0, 6.5 + 0.1 * (i % 2)) for i in range(8)], wall=13.0)
+    verdict = profiling.judge(steps)
+    assert verdict.label == "optimizer-bound" and verdict.contenders == ("optimizer",)
+    assert "6.55 ms of a 13.0 ms step" in verdict.evidence and "over 8 steps" in verdict.evidence
+
+
+def test_judge_says_too_close_to_call_for_2_01_against_2_02_ms_and_names_both():
+    # The audit's case: forward + backward 2.02 ms against optimizer 2.01 ms, steps scattering by ±0.3 ms.
+    scatter = [0.3, -0.3, 0.2, -0.2, 0.1, -0.1, 0.3, -0.3]
+    steps = steps_of(*[(0.4, 0.02, 0.82 + s, 1.2, 2.01 - s / 2) for s in scatter])
+    verdict = profiling.judge(steps)
+    assert verdict.label == "too close to call"
+    assert set(verdict.contenders) == {"compute", "optimizer"}
+    assert "forward + backward (2.02 ms per step)" in verdict.evidence and "optimizer (2.01 ms" in verdict.evidence
 
 
 def run_on_engine(options: ProfileOptions):
@@ -119,9 +181,9 @@ def run_on_engine(options: ProfileOptions):
 def test_lab_suggestion_for_a_data_bound_run_adds_workers_and_helps():
     slow = ProfileOptions(data_cost_ms=20, active=3, warmup=1)
     result = run_on_engine(slow)
-    label, change = lesson.suggestion(slow, result)
-    assert result.verdict == "data-bound" and change.num_workers == 2 and "worker" in label
-    faster = run_on_engine(change)
+    experiment = lesson.suggestion(slow, result)
+    assert result.verdict == "data-bound" and experiment.options.num_workers == 2 and "workers" in experiment.label
+    faster = run_on_engine(experiment.options)
     assert faster.mean_phases()["data"] < result.mean_phases()["data"] / 2
 
 
@@ -149,3 +211,215 @@ def test_profile_again_is_a_new_measurement_of_the_same_settings():
 def test_lab_options_are_bounded(bad):
     with pytest.raises(ValueError):
         ProfileOptions(**bad)
+
+
+# Your own model and data: any reasonable model and batch, and nothing of the caller's changes.
+
+
+class Blocks(nn.Module):
+    """A custom module with dropout, BatchNorm and a buffer of its own that forward updates in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.norm, self.drop, self.fc2 = (
+            nn.Linear(16, 32),
+            nn.BatchNorm1d(32),
+            nn.Dropout(0.5),
+            nn.Linear(32, 4),
+        )
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls += 1
+        return self.fc2(self.drop(torch.relu(self.norm(self.fc1(x)))))
+
+
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body, self.head, self.aux = nn.Linear(16, 8), nn.Linear(8, 4), nn.Linear(8, 1)
+
+    def forward(self, x):
+        hidden = torch.relu(self.body(x))
+        return self.head(hidden), self.aux(hidden)
+
+
+class DictOut(TwoHeads):
+    def forward(self, x):
+        logits, aux = super().forward(x)
+        return {"logits": logits, "aux": aux}
+
+
+def frozen_first():
+    model = nn.Sequential(nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 4))
+    model[0].requires_grad_(False)
+    return model
+
+
+def batchnorm_in_eval():
+    model = nn.Sequential(nn.Linear(16, 8), nn.BatchNorm1d(8), nn.Linear(8, 4))
+    model[1].eval()  # frozen statistics, as in fine-tuning: a batch of one is fine
+    return model
+
+
+cross_entropy = nn.functional.cross_entropy
+FAMILY = [
+    pytest.param(
+        lambda: nn.Sequential(nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 4)), cross_entropy, 8, id="sequential"
+    ),
+    pytest.param(Blocks, cross_entropy, 8, id="custom-dropout-batchnorm-buffer"),
+    pytest.param(frozen_first, cross_entropy, 8, id="frozen-layer"),
+    pytest.param(
+        lambda: nn.Sequential(nn.ReLU(inplace=True), nn.Linear(16, 8), nn.Dropout(0.5, inplace=True), nn.Linear(8, 4)),
+        cross_entropy,
+        8,
+        id="in-place-ops-on-the-input",
+    ),
+    pytest.param(TwoHeads, lambda out, y: cross_entropy(out[0], y) + out[1].pow(2).mean(), 8, id="tuple-output"),
+    pytest.param(DictOut, lambda out, y: cross_entropy(out["logits"], y), 8, id="dict-output"),
+    pytest.param(lambda: nn.Sequential(nn.Linear(16, 4), nn.Dropout(0.2)), cross_entropy, 1, id="batch-of-one"),
+    pytest.param(batchnorm_in_eval, cross_entropy, 1, id="batchnorm-eval-batch-of-one"),
+]
+
+
+def snapshot(model, optimizer, batches):
+    """Everything of the caller's that a profile must leave alone, as independent copies."""
+    return {
+        "state": {k: v.clone() for k, v in model.state_dict().items()},
+        "grads": {n: None if p.grad is None else p.grad.clone() for n, p in model.named_parameters()},
+        "requires_grad": {n: p.requires_grad for n, p in model.named_parameters()},
+        "modes": [m.training for m in model.modules()],
+        "optimizer": copy.deepcopy(optimizer.state_dict()),
+        "batches": [(x.clone(), y.clone(), x.requires_grad, x.grad) for x, y in batches],
+        "rng": torch.get_rng_state(),
+    }
+
+
+def same(a, b):
+    if torch.is_tensor(a):
+        return torch.is_tensor(b) and torch.equal(a, b)
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def train_one_step(build, loss_fn, batches):
+    torch.manual_seed(0)
+    model = build()
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    loss_fn(model(batches[0][0].detach().clone()), batches[0][1]).backward()
+    optimizer.step()
+    return model, optimizer
+
+
+@pytest.mark.parametrize(("build", "loss_fn", "batch_size"), FAMILY)
+def test_any_reasonable_model_is_profiled_and_nothing_of_the_callers_changes(build, loss_fn, batch_size, tmp_path):
+    # The caller's own tensors, yielded as they are (a list, not a DataLoader): in-place ops would reach them.
+    batches = [(torch.randn(batch_size, 16), torch.randint(0, 4, (batch_size,))) for _ in range(3)]
+    model, optimizer = train_one_step(build, loss_fn, batches)  # gradients are set and Adam has state
+    before = snapshot(model, optimizer, batches)
+
+    result = profiling.profile_training(
+        model, batches, optimizer, loss_fn, warmup=1, active=2, rounds=2, trace_path=tmp_path / "t.json"
+    )
+
+    assert same(snapshot(model, optimizer, batches), before)
+    assert len(result.steps) == 4 and result.verdict
+
+
+def test_an_input_that_requires_grad_gets_no_gradient(tmp_path):
+    batches = [(torch.randn(8, 16).requires_grad_(), torch.randint(0, 4, (8,)))]
+    model, optimizer = train_one_step(lambda: nn.Linear(16, 4), cross_entropy, batches)
+    profiling.profile_training(model, batches, optimizer, cross_entropy, trace_path=tmp_path / "t.json")
+    assert batches[0][0].grad is None
+
+
+def test_dict_batches_need_split_batch_and_work_with_it(tmp_path):
+    model = nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches = [{"image": torch.randn(8, 16), "label": torch.randint(0, 4, (8,))} for _ in range(2)]
+    with pytest.raises(ValueError, match="split_batch=lambda batch"):
+        profiling.profile_training(model, batches, optimizer, cross_entropy, trace_path=tmp_path / "a.json")
+    result = profiling.profile_training(
+        model,
+        batches,
+        optimizer,
+        cross_entropy,
+        split_batch=lambda batch: (batch["image"], batch["label"]),
+        trace_path=tmp_path / "b.json",
+    )
+    assert result.steps and result.steps[0].phases["forward"] > 0
+
+
+@dataclasses.dataclass
+class Batch:
+    features: torch.Tensor
+    labels: torch.Tensor
+    ids: list
+
+
+def test_a_custom_batch_class_from_a_dataloader_works_with_split_batch(tmp_path):
+    data = torch.utils.data.TensorDataset(torch.randn(32, 16), torch.randint(0, 4, (32,)))
+
+    def collate(samples):
+        x, y = torch.utils.data.default_collate(samples)
+        return Batch(x, y, ids=list(range(len(samples))))
+
+    loader = torch.utils.data.DataLoader(data, batch_size=8, collate_fn=collate)
+    model = nn.Linear(16, 4)
+    result = profiling.profile_training(
+        model,
+        loader,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        cross_entropy,
+        split_batch=lambda batch: (batch.features, batch.labels),
+        trace_path=tmp_path / "t.json",
+    )
+    assert len(result.steps) == 3 * 5
+
+
+@pytest.mark.parametrize(
+    ("model", "loss_fn", "message"),
+    [
+        pytest.param(nn.Linear(16, 4), lambda out, y: out, "single-number tensor", id="loss-not-a-scalar"),
+        pytest.param(nn.Linear(16, 4).requires_grad_(False), cross_entropy, "all of them frozen", id="all-frozen"),
+        pytest.param(
+            nn.Sequential(nn.Linear(16, 4), nn.BatchNorm1d(4)),
+            cross_entropy,
+            "more than 1 value",
+            id="batchnorm-of-one",
+        ),
+    ],
+)
+def test_a_job_that_cannot_train_gets_a_clear_value_error(model, loss_fn, message, tmp_path):
+    batches = [(torch.randn(1, 16), torch.randint(0, 4, (1,)))]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match=message):
+        profiling.profile_training(model, batches, optimizer, loss_fn, trace_path=tmp_path / "t.json")
+    assert not torch.autograd._profiler_enabled()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"model": "not a model"},
+        {"optimizer": None},
+        {"loss_fn": 3},
+        {"rounds": 1},
+        {"active": 0},
+        {"warmup": -1},
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_runs(bad, tmp_path):
+    model = nn.Linear(16, 4)
+    arguments = {
+        "model": model,
+        "loader": [(torch.randn(8, 16), torch.randint(0, 4, (8,)))],
+        "optimizer": torch.optim.SGD(model.parameters(), lr=0.1),
+        "loss_fn": cross_entropy,
+        "trace_path": tmp_path / "t.json",
+    }
+    with pytest.raises(ValueError, match="must be"):
+        profiling.profile_training(**{**arguments, **bad})

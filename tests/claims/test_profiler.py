@@ -1,0 +1,425 @@
+"""The Profiler lab's claims: every sentence and mark it shows, checked by independent code.
+
+Each row of CLAIMS is one claim at one setting. Its check asks the lab (the public experiment,
+lesson and figures) for what it says, and computes the fact here: from the Chrome trace the
+profiler wrote (plain JSON), from `torch.autograd._profiler_enabled()` seen inside a forward,
+from a DataLoader and optimizer driven by hand, and with plain arithmetic on the recorded
+steps, never with the explorer's helpers. Timings on this busy 2-core machine scatter, so a
+timing claim is checked for its logic on constructed numbers (the audit's cases: 2.01 against
+2.02 ms, overhead ratios from 0.44 to 2.9, a step 5.5x slower, compute that did change), and
+real runs are checked for structure and for the numbers the sentences quote.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import math
+import re
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from explorers import profiler
+from explorers.engine import default_engine
+from explorers.profiler import figures, lesson
+from explorers.profiler.experiment import ProfileOptions, profile
+from explorers.profiler.your_model import PHASES, ProfileResult, StepTiming
+
+DEFAULT = ProfileOptions()
+DATA_COST = ProfileOptions(data_cost_ms=20)
+DATA_COST_WORKERS = ProfileOptions(data_cost_ms=20, num_workers=2)
+NO_WARMUP_SGD = ProfileOptions(warmup=0, optimizer="sgd", active=2)
+CATEGORIES = {"data": ["data"], "copy": ["copy"], "compute": ["forward", "backward"], "optimizer": ["optimizer"]}
+NAMES = {"data": "data", "copy": "copy", "compute": "forward + backward", "optimizer": "optimizer"}
+
+
+@functools.cache
+def lab(options: ProfileOptions) -> ProfileResult:
+    """The lab's run, as the page gets it: in an engine worker (it sets the process-wide thread count)."""
+    return default_engine().run(profile, options)
+
+
+def numbers(sentence: str) -> list[float]:
+    return [float(n.replace(",", "")) for n in re.findall(r"\d[\d,]*\.?\d*", sentence)]
+
+
+def close(shown: float, exact: float) -> bool:
+    """A number printed to three significant figures (or as a whole percent) against its exact value."""
+    return math.isclose(shown, exact, rel_tol=0.006, abs_tol=0.006)
+
+
+def trace_steps(path: str) -> list[dict[str, float]]:
+    """Per ProfilerStep in the Chrome trace: its length and the summed length of each phase inside it, in ms."""
+    events = [e for e in json.loads(Path(path).read_text())["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted((e for e in events if e["name"].startswith("ProfilerStep")), key=lambda e: e["ts"])
+    out = []
+    for step in steps:
+        inside = [e for e in events if step["ts"] <= e["ts"] and e["ts"] + e["dur"] <= step["ts"] + step["dur"]]
+        phases = {p: sum(e["dur"] for e in inside if e["name"] == f"phase/{p}") / 1000 for p in PHASES}
+        out.append({"wall": step["dur"] / 1000, **phases})
+    return out
+
+
+def category_steps(steps) -> dict[str, list[float]]:
+    return {c: [sum(s.phases[p] for p in parts) for s in steps] for c, parts in CATEGORIES.items()}
+
+
+def twice_standard_error(values: list[float]) -> float:
+    return 2 * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def constructed(per_step: list[tuple[float, ...]], unprofiled: list[float] | None = None) -> ProfileResult:
+    """A result with the given phase times (data, copy, forward, backward, optimizer) per step, one round."""
+    steps = tuple(StepTiming(dict(zip(PHASES, p, strict=True)), sum(p) * 1.02) for p in per_step)
+    times = tuple(unprofiled or [s.wall_ms for s in steps])
+    verdict = profiler.judge(steps)
+    return ProfileResult(
+        steps, (), (), times, times, len(steps), verdict.label, verdict.evidence, verdict.contenders, "", "cpu", False
+    )
+
+
+# The phases and the verdict
+
+
+def phase_times_match_the_chrome_trace():
+    result = lab(DEFAULT)
+    from_trace = trace_steps(result.trace_path)
+    assert len(from_trace) == len(result.last_round) == DEFAULT.active  # the trace holds the last round
+    for shown, raw in zip(result.last_round, from_trace, strict=True):
+        assert math.isclose(shown.wall_ms, raw["wall"], rel_tol=1e-3, abs_tol=1e-3)
+        for phase in PHASES:
+            assert math.isclose(shown.phases[phase], raw[phase], rel_tol=1e-3, abs_tol=1e-3)
+
+
+def verdict_quotes_the_measured_means_and_margin(options: ProfileOptions):
+    result = lab(options)
+    per_step = category_steps(result.steps)
+    means = {c: statistics.fmean(v) for c, v in per_step.items()}
+    leader, runner_up = sorted(means, key=means.get, reverse=True)[:2]
+    gap = [a - b for a, b in zip(per_step[leader], per_step[runner_up], strict=True)]
+    wall = statistics.fmean(s.wall_ms for s in result.steps)
+    if statistics.fmean(gap) <= twice_standard_error(gap):
+        assert result.verdict == "too close to call" and NAMES[runner_up] in result.evidence
+        return
+    assert result.verdict == f"{NAMES[leader].replace('forward + backward', 'compute')}-bound"
+    assert result.evidence.startswith(f"{NAMES[leader]} took")
+    leader_ms, wall_ms, leader_pct, runner_ms, runner_pct, gap_ms, margin_ms, count = numbers(result.evidence)
+    for shown, exact in [
+        (leader_ms, means[leader]),
+        (wall_ms, wall),
+        (runner_ms, means[runner_up]),
+        (gap_ms, statistics.fmean(gap)),
+        (margin_ms, twice_standard_error(gap)),
+    ]:
+        assert close(shown, exact)
+    assert (
+        abs(leader_pct - 100 * means[leader] / wall) <= 0.5 and abs(runner_pct - 100 * means[runner_up] / wall) <= 0.5
+    )
+    assert count == len(result.steps)
+
+
+def two_point_zero_one_against_two_point_zero_two_is_too_close_to_call():
+    scatter = [0.3, -0.3, 0.2, -0.2, 0.1, -0.1, 0.3, -0.3, 0.0, 0.0]
+    result = constructed([(0.5, 0.02, 0.82 + s, 1.2, 2.01 - s / 2) for s in scatter])
+    compute = [0.82 + s + 1.2 for s in scatter]
+    optimizer = [2.01 - s / 2 for s in scatter]
+    gap = [a - b for a, b in zip(compute, optimizer, strict=True)]
+    assert abs(statistics.fmean(gap)) < twice_standard_error(gap)  # inside the noise: no call can be made
+    assert result.verdict == "too close to call"
+    assert "forward + backward (2.02 ms per step)" in result.evidence and "optimizer (2.01 ms" in result.evidence
+
+
+def a_clear_lead_is_named():
+    scatter = [0.05, -0.05, 0.02, -0.02, 0.0, 0.01]
+    result = constructed([(0.5, 0.02, 1.0 + s, 2.0, 1.5 - s) for s in scatter])
+    assert result.verdict == "compute-bound" and "forward + backward took 3.00 ms" in result.evidence
+
+
+def phases_cover_what_they_say():
+    result = lab(DEFAULT)
+    line = next(line for line in lesson.explain(DEFAULT, result) if line.startswith("The five phases cover"))
+    covered = statistics.fmean(sum(s.phases.values()) for s in result.steps)
+    wall = statistics.fmean(s.wall_ms for s in result.steps)
+    shown_covered, shown_wall, percent = numbers(line)[:3]
+    assert close(shown_covered, covered) and close(shown_wall, wall) and abs(percent - 100 * covered / wall) <= 0.5
+    for raw in trace_steps(result.trace_path):  # and from the raw trace, the phases never exceed their step
+        assert sum(raw[p] for p in PHASES) <= raw["wall"] + 1e-3
+
+
+# The first step, and the data work
+
+
+def first_step_sentence_follows_the_stopwatch(options: ProfileOptions):
+    result = lab(options)
+    lines = lesson.explain(options, result)
+    first_lines = [line for line in lines if line.startswith("The first warm-up step")]
+    if not options.warmup:
+        assert first_lines == []  # no warm-up step, no sentence about it
+        return
+    (line,) = first_lines
+    first, steady = result.warmup_steps[0].wall_ms, result.unprofiled_ms
+    if first <= max(steady):
+        assert "no one-off cost shows" in line and close(numbers(line)[0], first)
+        return
+    assert close(numbers(line)[0], first) and close(numbers(line)[2], statistics.median(steady))
+    # The one-off work it names is real: Adam creates its state on its first step; plain SGD has none.
+    model = nn.Linear(4, 2)
+    kind = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[options.optimizer]
+    optimizer = kind(model.parameters(), lr=0.1)
+    had_state = len(optimizer.state)
+    model(torch.randn(3, 4)).sum().backward()
+    optimizer.step()
+    creates_state = had_state == 0 and len(optimizer.state) > 0
+    assert ("creating its per-parameter state" in line) == creates_state
+
+
+def without_workers_every_step_waits_for_the_data_work():
+    result = lab(DATA_COST)
+    line = next(line for line in lesson.explain(DATA_COST, result) if "num_workers=0" in line)
+    assert all(raw["data"] >= DATA_COST.data_cost_ms for raw in trace_steps(result.trace_path))
+    assert close(numbers(line)[-1], statistics.fmean(s.phases["data"] for s in result.steps))
+
+
+def workers_prepare_batches_while_the_model_trains():
+    result = lab(DATA_COST_WORKERS)
+    line = next(line for line in lesson.explain(DATA_COST_WORKERS, result) if "prepare batches" in line)
+    waited = statistics.fmean(s.phases["data"] for s in result.steps)
+    assert close(numbers(line)[1], waited) and numbers(line)[2] == DATA_COST_WORKERS.data_cost_ms
+    if waited < DATA_COST_WORKERS.data_cost_ms:
+        assert abs(numbers(line)[3] - 100 * (1 - waited / DATA_COST_WORKERS.data_cost_ms)) <= 0.5
+    # By hand: two workers sleeping 20 ms per batch, a loop busy 3 ms per step, waits far less than 20 ms.
+    dataset = torch.utils.data.TensorDataset(torch.randn(64, 4))
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=2, num_workers=2, collate_fn=SleepyCollate(0.02), multiprocessing_context="forkserver"
+    )
+    waits, batches = [], iter(loader)
+    for index in range(24):
+        start = time.perf_counter()
+        next(batches)
+        if index >= 6:  # after the workers started
+            waits.append(time.perf_counter() - start)
+        busy_until = time.perf_counter() + 0.003
+        while time.perf_counter() < busy_until:
+            pass
+    assert statistics.fmean(waits) < 0.02
+
+
+class SleepyCollate:
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def __call__(self, samples):
+        time.sleep(self.seconds)
+        return torch.utils.data.default_collate(samples)
+
+
+# The profiler's overhead
+
+
+class ProfilerWatch(nn.Module):
+    """Notes on each forward whether torch's profiler records it (a class attribute: the deep copy shares it)."""
+
+    seen: list[bool] = []
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(16, 4)
+
+    def forward(self, x):
+        ProfilerWatch.seen.append(torch.autograd._profiler_enabled())
+        return self.linear(x)
+
+
+def overhead_compares_alternating_blocks_with_and_without_the_profiler():
+    model = ProfilerWatch()
+    batches = [(torch.randn(8, 16), torch.randint(0, 4, (8,))) for _ in range(3)]
+    ProfilerWatch.seen.clear()
+    result = profiler.profile_training(
+        model, batches, torch.optim.SGD(model.parameters(), lr=0.1), nn.functional.cross_entropy, warmup=1, active=4
+    )
+    one_round = [False] * 4 + [False] + [True] * 4  # without; the profiler preparing; recorded
+    assert ProfilerWatch.seen == [False, *one_round * 3]
+    ratios = [
+        statistics.fmean(result.naive_ms[i : i + 4]) / statistics.fmean(result.unprofiled_ms[i : i + 4])
+        for i in (0, 4, 8)
+    ]
+    sentence = lesson.overhead(result.overhead_ratios, result.steps_per_round)
+    assert "3 rounds of 4 steps without the profiler, then 4 with it" in sentence
+    assert f"{min(ratios):.2f}× to {max(ratios):.2f}×" in sentence
+    assert sentence.startswith("Too close to call") == (min(ratios) <= 1)
+
+
+def overhead_spread_that_reaches_one_is_too_close_to_call():
+    # The audit's ratios from identical settings (0.44 to 2.9), all rounds below one, and a round at exactly one.
+    for spread in ((0.44, 2.9, 1.3), (0.8, 0.9, 0.95), (1.0, 1.4, 1.2)):
+        sentence = lesson.overhead(spread, 5)
+        assert min(spread) <= 1  # the blocks with the profiler were as fast or faster in some round
+        assert sentence.startswith("Too close to call")
+        assert not re.search(r"sped|speeds|faster than without", sentence)
+
+
+def overhead_spread_above_one_is_reported_with_its_range():
+    sentence = lesson.overhead((1.2, 1.4, 1.3), 5)
+    assert sentence.startswith("The profiler made each step about 1.30× as long") and "1.20× to 1.40×" in sentence
+
+
+# Experiments, not advice
+
+
+def the_suggestion_is_an_experiment_and_its_outcome_is_measured():
+    result = lab(DEFAULT)
+    experiment = lesson.suggestion(DEFAULT, result)
+    if experiment is not None:
+        assert " instead of " in experiment.label  # a change to try, never "use X"
+    # The audit's case: two threads made the default step 5.5x slower.
+    before = [4.1, 4.0, 4.2, 4.1, 4.0, 4.2]
+    after = [22.6, 21.0, 24.2, 22.6, 23.0, 22.2]
+    kind, sentence = lesson.outcome("threads 1 → 2", before, after)
+    assert kind == "slower" and "made the step slower" in sentence
+    assert f"{statistics.fmean(after) / statistics.fmean(before):.2f}× as long" in sentence
+    kind, sentence = lesson.outcome("threads 1 → 2", before, [4.2, 3.9, 4.3, 4.0, 4.1, 4.1])
+    assert kind == "same" and "no difference beyond the noise" in sentence
+
+
+def a_measured_outcome_quotes_both_runs():
+    before, after = lab(DATA_COST), lab(DATA_COST_WORKERS)
+    kind, sentence = lesson.outcome("num_workers 0 → 2", before.unprofiled_ms, after.unprofiled_ms)
+    a, b = statistics.fmean(before.unprofiled_ms), statistics.fmean(after.unprofiled_ms)
+    assert close(numbers(sentence)[2], a) and close(numbers(sentence)[3], b)  # after "num_workers 0 → 2"
+    noise = math.hypot(
+        twice_standard_error(list(before.unprofiled_ms)), twice_standard_error(list(after.unprofiled_ms))
+    )
+    assert kind == ("faster" if b < a - noise else "slower" if b > a + noise else "same")
+
+
+# The predict-then-reveal answer
+
+
+def compute_that_changed_is_not_called_unchanged():
+    # The audit's run: forward 0.84 -> 1.86 ms and backward 1.22 -> 1.94 ms while data grew by 20 ms.
+    wobble = [0.02, -0.02, 0.01, -0.01, 0.0, 0.0]
+    without = constructed([(0.4 + w, 0.02, 0.84 + w, 1.22 - w, 1.5 + w) for w in wobble])
+    with_cost = constructed([(20.5 + w, 0.02, 1.86 - w, 1.94 + w, 1.5 - w) for w in wobble])
+    grown, sentence = lesson.data_cost_evidence(without, with_cost)
+    assert grown == "data" and "did not change" not in sentence
+    assert "`forward` 0.840 → 1.86 ms" in sentence and "`backward` 1.22 → 1.94 ms" in sentence
+    moved = sentence[sentence.index("`forward`") :]
+    assert "beyond the noise" in moved and "`optimizer` 1.50 → 1.50 ms: within the noise" in sentence
+
+
+def the_data_cost_reveal_names_the_phase_that_grew_most():
+    without_options, with_options = lesson.data_cost_pair(DEFAULT)
+    without, with_cost = lab(without_options), lab(with_options)
+    grown, sentence = lesson.data_cost_evidence(without, with_cost)
+    increase = {
+        p: statistics.fmean(s.phases[p] for s in with_cost.steps) - statistics.fmean(s.phases[p] for s in without.steps)
+        for p in PHASES
+    }
+    assert grown == max(increase, key=increase.get) == "data"
+    assert all(raw["data"] >= 20 for raw in trace_steps(with_cost.trace_path))
+
+
+# The charts
+
+
+def one_outlier_does_not_set_the_axis():
+    typical = [(0.4, 0.02, 1.0, 1.5, 1.0)] * 14
+    result = constructed([*typical, (0.4, 0.02, 1.0, 300.0, 1.0)])
+    layout = figures.phases_figure(result).layout
+    top = layout.yaxis.range[1]
+    heights = [sum(s.phases.values()) + s.other_ms for s in result.steps]
+    assert max(h for h in heights if h < 100) <= top < max(heights)  # every typical bar fits; the outlier does not
+    assert [a.text for a in layout.annotations] == [f"▲ {max(heights):.0f}"]  # marked with its length
+    assert "1 longer step(s) marked" in layout.title.subtitle.text
+
+
+def before_and_after_share_one_y_range():
+    fast = constructed([(0.4, 0.02, 1.0, 1.5, 1.0)] * 6)
+    slow = constructed([(0.4, 0.02, 8.0, 12.0, 2.0)] * 6)
+    top = figures.axis_top(fast, slow)
+    ranges = [figures.phases_figure(r, "x", top).layout.yaxis.range for r in (fast, slow)]
+    assert ranges[0] == ranges[1] and ranges[0][1] >= max(s.wall_ms for s in slow.steps)
+
+
+def the_timeline_and_the_trace_hold_the_last_round():
+    result = lab(DEFAULT)
+    figure = figures.timeline_figure(result)
+    assert all(len(trace.x) == DEFAULT.active for trace in figure.data)  # one bar per phase per step
+    assert len(trace_steps(result.trace_path)) == DEFAULT.active
+
+
+def top_operators_sum_every_profiled_round():
+    result = lab(DEFAULT)
+    events = json.loads(Path(result.trace_path).read_text())["traceEvents"]
+    addmm_last_round = sum(1 for e in events if e.get("name") == "aten::addmm")
+    (shown,) = [op for op in result.top_ops if op.name == "aten::addmm"] or [None]
+    if shown is not None:  # the same operators run every step, so every round adds as many calls
+        assert shown.calls == result.rounds * addmm_last_round
+
+
+def no_gpu_sentence_on_the_cpu():
+    result = lab(DEFAULT)
+    assert not any("synchronize" in line for line in lesson.explain(DEFAULT, result))
+
+
+# The notebook API
+
+
+def your_model_is_left_as_it_was_with_dict_batches_and_in_place_ops():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.ReLU(inplace=True), nn.Linear(16, 8), nn.BatchNorm1d(8), nn.Linear(8, 4))
+    optimizer = torch.optim.Adam(model.parameters())
+    batches = [{"x": torch.randn(8, 16), "y": torch.randint(0, 4, (8,))} for _ in range(2)]
+    state = copy.deepcopy(model.state_dict())
+    inputs = [b["x"].clone() for b in batches]
+    profiler.profile_training(
+        model,
+        batches,
+        optimizer,
+        nn.functional.cross_entropy,
+        split_batch=lambda b: (b["x"], b["y"]),
+        warmup=1,
+        active=2,
+        rounds=2,
+    )
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+    assert all(torch.equal(b["x"], x) for b, x in zip(batches, inputs, strict=True))  # ReLU(inplace) wrote a copy
+    assert all(p.grad is None for p in model.parameters()) and not optimizer.state
+
+
+CLAIMS = [
+    pytest.param(phase_times_match_the_chrome_trace, id="phase-times-are-the-traces"),
+    pytest.param(lambda: verdict_quotes_the_measured_means_and_margin(DEFAULT), id="verdict-numbers-defaults"),
+    pytest.param(lambda: verdict_quotes_the_measured_means_and_margin(DATA_COST), id="verdict-numbers-data-cost"),
+    pytest.param(two_point_zero_one_against_two_point_zero_two_is_too_close_to_call, id="2.01-vs-2.02-too-close"),
+    pytest.param(a_clear_lead_is_named, id="clear-lead-is-named"),
+    pytest.param(phases_cover_what_they_say, id="phases-cover"),
+    pytest.param(lambda: first_step_sentence_follows_the_stopwatch(DEFAULT), id="first-step-defaults"),
+    pytest.param(lambda: first_step_sentence_follows_the_stopwatch(NO_WARMUP_SGD), id="first-step-absent-warmup-0"),
+    pytest.param(without_workers_every_step_waits_for_the_data_work, id="no-workers-every-step-waits"),
+    pytest.param(workers_prepare_batches_while_the_model_trains, id="workers-hide-data-work"),
+    pytest.param(overhead_compares_alternating_blocks_with_and_without_the_profiler, id="overhead-alternating-blocks"),
+    pytest.param(overhead_spread_that_reaches_one_is_too_close_to_call, id="overhead-0.44-to-2.9-too-close"),
+    pytest.param(overhead_spread_above_one_is_reported_with_its_range, id="overhead-range-above-one"),
+    pytest.param(the_suggestion_is_an_experiment_and_its_outcome_is_measured, id="threads-5.5x-slower-is-said"),
+    pytest.param(a_measured_outcome_quotes_both_runs, id="outcome-quotes-both-runs"),
+    pytest.param(compute_that_changed_is_not_called_unchanged, id="compute-changed-is-said"),
+    pytest.param(the_data_cost_reveal_names_the_phase_that_grew_most, id="reveal-names-largest-growth"),
+    pytest.param(one_outlier_does_not_set_the_axis, id="outlier-axis-clipped-and-marked"),
+    pytest.param(before_and_after_share_one_y_range, id="before-after-one-y-range"),
+    pytest.param(the_timeline_and_the_trace_hold_the_last_round, id="timeline-is-last-round"),
+    pytest.param(top_operators_sum_every_profiled_round, id="top-ops-sum-all-rounds"),
+    pytest.param(no_gpu_sentence_on_the_cpu, id="no-cuda-sentence-on-cpu"),
+    pytest.param(your_model_is_left_as_it_was_with_dict_batches_and_in_place_ops, id="notebook-caller-untouched"),
+]
+
+
+@pytest.mark.parametrize("claim", CLAIMS)
+def test_claim(claim):
+    claim()
