@@ -22,8 +22,8 @@ from pathlib import Path
 from explorers import bounds, engine
 from explorers.profiler.your_model import ProfileResult, profile_training, settle_steps, total_steps
 
-WIDTH_RANGE = (32, 2048)
-WIDTHS = tuple(2**k for k in range(5, 12))  # the widths the page offers: halving one gives another
+WIDTH_RANGE = (32, 1024)  # wider: the largest job (every round, 10 active steps) outlasts its time limit here
+WIDTHS = tuple(2**k for k in range(5, 11))  # the widths the page offers: halving one gives another
 DEPTH_RANGE = (1, 8)
 BATCH_RANGE = (8, 1024)
 DATA_COST_RANGE = (0, 50)  # milliseconds of simulated augmentation per batch

@@ -1,0 +1,209 @@
+"""The Gradients lab's figures and tables, drawn from recorded results (no torch runs here).
+
+Gradient norms span many orders of magnitude, so the norm axes are logarithmic. A log axis
+cannot show 0 or None: such layers are drawn as labelled markers on the axis floor. Titles
+are short enough for a 600 px wide figure; nothing here is in bytes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from explorers.gradients.experiment import Accumulation, Clipping, ScaleSweep, Training
+from explorers.gradients.your_model import Diagnosis
+
+FONT_SIZE = 16
+TITLE_SIZE = 19
+STATUS_COLOURS = {"finite": "#1f77b4", "zero": "#ff9f1c", "none": "#d62728", "nonfinite": "#7f0000"}
+STATUS_TEXT = {"finite": "", "zero": "0", "none": "None", "nonfinite": "inf/nan"}
+
+
+def _style(figure: go.Figure, title: str, height: int = 420) -> go.Figure:
+    figure.update_layout(
+        title={"text": title, "font": {"size": TITLE_SIZE}},
+        font={"size": FONT_SIZE},
+        height=height,
+        margin={"t": 70, "l": 70, "r": 20, "b": 60},
+        legend={"orientation": "h", "y": -0.22, "x": 0},
+    )
+    return figure
+
+
+def _floor(values: list[float]) -> float:
+    """A value one decade below the smallest positive finite one: where 0 and None are drawn on a log axis."""
+    positive = [v for v in values if v > 0 and math.isfinite(v)]
+    return 10 ** (math.floor(math.log10(min(positive))) - 1) if positive else 1e-3
+
+
+def layer_norms_figure(diagnosis: Diagnosis) -> go.Figure:
+    """Gradient norm per layer, forward order, log scale; None, 0 and inf/nan layers marked on the floor."""
+    layers = diagnosis.layers
+    names = [layer.label for layer in layers]
+    floor = _floor([layer.grad_norm for layer in layers])
+    finite = [layer.status == "finite" for layer in layers]
+    figure = go.Figure()
+    figure.add_trace(
+        go.Scatter(
+            x=names,
+            y=[layer.grad_norm if ok else None for layer, ok in zip(layers, finite, strict=True)],
+            mode="lines+markers",
+            name="‖grad‖",
+            line={"width": 3, "color": STATUS_COLOURS["finite"]},
+            marker={"size": 11},
+            connectgaps=False,
+        )
+    )
+    others = [layer for layer in layers if layer.status != "finite"]
+    if others:
+        figure.add_trace(
+            go.Scatter(
+                x=[layer.label for layer in others],
+                y=[floor] * len(others),
+                mode="markers+text",
+                name="no usable gradient",
+                text=[STATUS_TEXT[layer.status] for layer in others],
+                textposition="top center",
+                marker={"size": 14, "symbol": "x", "color": [STATUS_COLOURS[layer.status] for layer in others]},
+            )
+        )
+    figure.update_yaxes(type="log", title="gradient norm", exponentformat="power")
+    figure.update_xaxes(title="layer (forward order)", type="category")
+    return _style(figure, "Gradient norm per layer (log scale)")
+
+
+def status_table(diagnosis: Diagnosis) -> pd.DataFrame:
+    """One row per parameter: what backward gave it."""
+    return pd.DataFrame(
+        [
+            {
+                "parameter": p.name,
+                "shape": str(p.shape),
+                "requires_grad": p.requires_grad,
+                "read in forward": p.read_in_forward,
+                ".grad": {"none": "None", "zero": "zeros", "finite": "values", "nonfinite": "inf/nan"}[p.status],
+                "‖grad‖": p.norm,
+                "‖weight‖": p.weight_norm,
+            }
+            for p in diagnosis.parameters.values()
+        ]
+    )
+
+
+def layer_table(diagnosis: Diagnosis) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "layer": layer.label,
+                "gradient": layer.status,
+                "‖grad‖": layer.grad_norm,
+                "‖weight‖": layer.weight_norm,
+                "‖grad‖ / ‖weight‖": layer.ratio,
+            }
+            for layer in diagnosis.layers
+        ]
+    )
+
+
+def sweep_figure(sweep: ScaleSweep) -> go.Figure:
+    """Per-layer gradient norms at each initial scale: finite norms move, None and 0 stay on the floor."""
+    floor = _floor([n for p in sweep.points for n in p.layer_norms])
+    figure = go.Figure()
+    for point in sweep.points:
+        figure.add_trace(
+            go.Scatter(
+                x=list(point.layer_names),
+                y=[n if n > 0 and math.isfinite(n) else floor for n in point.layer_norms],
+                mode="lines+markers",
+                name=f"init scale {point.init_scale:g}",
+                line={"width": 3},
+                marker={"size": 10},
+            )
+        )
+    figure.update_yaxes(type="log", title="gradient norm", exponentformat="power")
+    figure.update_xaxes(title="layer (0 and None on the floor)", type="category")
+    return _style(figure, "Gradient norm per layer at three scales")
+
+
+def clipping_figure(study: Clipping) -> go.Figure:
+    """Per-layer norms before and after clip_grad_norm_: the bars drop together, their ratios stay."""
+    figure = go.Figure()
+    for name, values, colour in (
+        ("before clipping", study.layer_before, "#d62728"),
+        (f"after (max_norm {study.max_norm:g})", study.layer_after, "#2ca02c"),
+    ):
+        figure.add_trace(go.Bar(x=list(study.layer_names), y=list(values), name=name, marker_color=colour))
+    figure.update_yaxes(type="log", title="gradient norm", exponentformat="power")
+    figure.update_xaxes(title="layer", type="category")
+    return _style(figure, "Per-layer norm, before and after clipping")
+
+
+def training_figure(training: Training) -> go.Figure:
+    """Loss per step with and without clipping; where the loss stops being finite, a marker says so."""
+    figure = go.Figure()
+    finite = [v for v in (*training.losses_plain, *training.losses_clipped) if math.isfinite(v) and v > 0]
+    top = max(finite, default=1.0) * 10
+    for name, losses, colour in (
+        ("no clipping", training.losses_plain, "#d62728"),
+        (f"clip_grad_norm_ at {training.max_norm:g}", training.losses_clipped, "#2ca02c"),
+    ):
+        figure.add_trace(
+            go.Scatter(
+                x=list(range(len(losses))),
+                y=[v if math.isfinite(v) else None for v in losses],
+                mode="lines+markers",
+                name=name,
+                line={"width": 3, "color": colour},
+            )
+        )
+        broken = [i for i, v in enumerate(losses) if not math.isfinite(v)]
+        if broken:
+            figure.add_trace(
+                go.Scatter(
+                    x=[broken[0]],
+                    y=[top],
+                    mode="markers+text",
+                    text=[f"{losses[broken[0]]} at step {broken[0]}: stopped"],
+                    textposition="bottom right",
+                    marker={"symbol": "x", "size": 14, "color": colour},
+                    showlegend=False,
+                )
+            )
+    figure.update_yaxes(type="log", title="loss", exponentformat="power")
+    figure.update_xaxes(title="step", range=[-0.5, training.steps - 0.5])
+    return _style(figure, "Exploding case: loss with and without clipping")
+
+
+def accumulation_figure(accumulation: Accumulation) -> go.Figure:
+    """‖.grad‖ batch by batch without zero_grad, against each batch's own gradient and k × the first."""
+    batches = list(range(1, accumulation.k + 1))
+    first = accumulation.batch_norms[0]
+    figure = go.Figure()
+    figure.add_trace(
+        go.Bar(
+            x=batches, y=list(accumulation.accumulated_norms), name="‖.grad‖ without zero_grad", marker_color="#d62728"
+        )
+    )
+    figure.add_trace(
+        go.Scatter(
+            x=batches,
+            y=list(accumulation.batch_norms),
+            mode="lines+markers",
+            name="this batch alone (with zero_grad)",
+            line={"width": 3, "color": "#1f77b4"},
+        )
+    )
+    figure.add_trace(
+        go.Scatter(
+            x=batches,
+            y=[i * first for i in batches],
+            mode="lines",
+            name="k × the first batch",
+            line={"dash": "dot", "color": "#555"},
+        )
+    )
+    figure.update_xaxes(title="batches since the last zero_grad", dtick=1)
+    figure.update_yaxes(title="gradient norm")
+    return _style(figure, "Without zero_grad, .grad keeps growing")

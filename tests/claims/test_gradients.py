@@ -1,0 +1,366 @@
+"""Every sentence the Gradients lab shows, checked by torch code written here, not by the lab's helpers.
+
+The lab's models are rebuilt by hand as plain tensors and functions, from the recipe its
+experiment module documents: one generator seeded with the seed draws every parameter in
+order (a matrix from N(0, scale²/fan_in), a vector as zeros), then w_true (8 x 1), then x
+(32 x 8); y = tanh(x @ w_true / sqrt(8)); the loss is the mean squared error.
+"""
+
+import math
+import re
+
+import pytest
+import torch
+
+from explorers import gradients
+from explorers.gradients import lesson
+from explorers.gradients.experiment import GradientsOptions
+
+SEED = 0
+
+
+def draw(shapes, scale=1.0, seed=SEED):
+    """Parameters (leaf tensors) for `shapes` in order, then the batch, all from one generator."""
+    generator = torch.Generator().manual_seed(seed)
+    params = []
+    for shape in shapes:
+        if len(shape) >= 2:
+            params.append((torch.randn(shape, generator=generator) * scale / math.sqrt(shape[1])).requires_grad_())
+        else:
+            params.append(torch.zeros(shape, requires_grad=True))
+    w_true = torch.randn(8, 1, generator=generator)
+    x = torch.randn(32, 8, generator=generator)
+    return params, w_true, x, torch.tanh(x @ w_true / math.sqrt(8))
+
+
+def mse(output, target):
+    return ((output - target) ** 2).mean()
+
+
+def stack_shapes(depth):
+    shapes = []
+    for i in range(depth):
+        fan_in, fan_out = (8 if i == 0 else 16), (1 if i == depth - 1 else 16)
+        shapes += [(fan_out, fan_in), (fan_out,)]
+    return shapes
+
+
+def stack_forward(params, x, activation):
+    h = x
+    pairs = list(zip(params[::2], params[1::2], strict=True))
+    for i, (w, b) in enumerate(pairs):
+        h = h @ w.T + b
+        if i < len(pairs) - 1:
+            h = activation(h)
+    return h
+
+
+def grad_norm(*tensors):
+    return math.sqrt(sum(float(t.grad.double().norm()) ** 2 for t in tensors))
+
+
+def number(text):
+    return float(text.replace("**", ""))
+
+
+def sentence(lines, pattern):
+    found = [line for line in lines if re.search(pattern, line)]
+    assert len(found) == 1, f"expected one sentence matching {pattern!r}, got {found}"
+    return found[0]
+
+
+def lab(scenario, **changes):
+    options = GradientsOptions.for_scenario(scenario, **changes)
+    run = gradients.scenario_run(options)
+    return options, run
+
+
+# --- The claims -----------------------------------------------------------------------------------
+
+
+def detached_branch_gets_none_and_the_cut_is_named():
+    _, run = lab("detached")
+    lines = lesson.explain(run)
+    status = sentence(lines, r"^Of \d+ trainable")
+    broken = sentence(lines, r"read by the forward pass, yet")
+    params, _, x, y = draw([(16, 8), (16,), (16, 16), (16,), (1, 16), (1,)])
+    tw, tb, bw, bb, hw, hb = params
+    h = torch.tanh(x @ tw.T + tb)
+    b = torch.tanh(h @ bw.T + bb).detach()
+    mse((h + b) @ hw.T + hb, y).backward()
+    assert bw.grad is None and bb.grad is None and all(p.grad is not None for p in (tw, tb, hw, hb))
+    assert "**4** a finite, non-zero gradient, **2** `.grad` None" in status
+    assert "`branch.weight`, `branch.bias`" in broken and "`detach` (×1)" in broken
+    for p in params:  # without the detach the same branch is reached: the cut is the cause
+        p.grad = None
+    h = torch.tanh(x @ tw.T + tb)
+    mse((h + torch.tanh(h @ bw.T + bb)) @ hw.T + hb, y).backward()
+    assert bw.grad is not None and bw.grad.abs().sum() > 0
+
+
+def argmax_cuts_the_path_before_it():
+    _, run = lab("argmax")
+    broken = sentence(lesson.explain(run), r"read by the forward pass, yet")
+    params, _, x, y = draw([(16, 8), (16,), (4, 16), (4,), (4, 1)])
+    ew, eb, sw, sb, table = params
+    choice = (torch.tanh(x @ ew.T + eb) @ sw.T + sb).argmax(dim=1)
+    assert choice.dtype == torch.int64 and not choice.requires_grad
+    mse(table[choice], y).backward()
+    assert all(p.grad is None for p in (ew, eb, sw, sb)) and table.grad is not None
+    assert "`encoder.weight`, `encoder.bias`, `scorer.weight` and 1 more" in broken and "`argmax` (×1)" in broken
+
+
+def unused_layer_stays_none():
+    _, run = lab("unused")
+    line = sentence(lesson.explain(run), "no operation of the forward pass")
+    params, _, x, y = draw([(16, 8), (16,), (16, 16), (16,), (1, 16), (1,)])
+    ew, eb, sw, sb, hw, hb = params
+    mse(torch.tanh(x @ ew.T + eb) @ hw.T + hb, y).backward()  # skip.* never enter the computation
+    assert sw.grad is None and sb.grad is None
+    assert line.startswith("`skip.weight`, `skip.bias`:")
+
+
+def frozen_encoder_is_none_by_design():
+    _, run = lab("frozen")
+    lines = lesson.explain(run)
+    line = sentence(lines, "requires_grad=False: autograd")
+    params, _, x, y = draw([(16, 8), (16,), (1, 16), (1,)])
+    ew, eb, hw, hb = params
+    ew.requires_grad_(False), eb.requires_grad_(False)
+    mse(torch.tanh(x @ ew.T + eb) @ hw.T + hb, y).backward()
+    assert ew.grad is None and eb.grad is None and hw.grad is not None
+    assert line.startswith("`encoder.weight`, `encoder.bias` have requires_grad=False")
+    assert "2 more are frozen" in sentence(lines, r"^Of \d+ trainable")
+
+
+def in_place_error_is_pytorchs_own_and_backward_stopped_partway():
+    _, run = lab("inplace")
+    line = sentence(lesson.explain(run), "raised PyTorch's own error")
+    quoted = re.search(r"\*(.+)\*", line).group(1)
+    params, _, x, y = draw([(16, 8), (16,), (1, 16), (1,)])
+    w1, b1, w2, b2 = params
+    h = torch.sigmoid(x @ w1.T + b1)
+    h[:, 0] = 0
+    with pytest.raises(RuntimeError) as raised:
+        mse(h @ w2.T + b2, y).backward()
+    assert quoted == str(raised.value).strip().splitlines()[0]
+    assert w2.grad is not None and b2.grad is not None and w1.grad is None and b1.grad is None
+    assert "already written gradients into `fc2.weight`, `fc2.bias`" in line
+
+
+def dead_relus_pass_back_exactly_zero():
+    _, run = lab("dead_relu")
+    line = sentence(lesson.explain(run), "Dead ReLUs")
+    params, _, x, y = draw([(16, 8), (16,), (16, 16), (16,), (1, 16), (1,)])
+    w1, b1, w2, b2, w3, b3 = params
+    with torch.no_grad():
+        b1.fill_(-10.0)
+    h1 = torch.relu(x @ w1.T + b1)
+    h2 = torch.relu(h1 @ w2.T + b2)
+    mse(h2 @ w3.T + b3, y).backward()
+    for name, h in (("1", h1), ("3", h2)):
+        dead = int((h == 0).all(dim=0).sum())
+        assert f"`{name}`: **{dead} of 16** units zero for all 32 samples" in line
+    zero = [
+        n
+        for n, p in zip(["0.weight", "0.bias", "2.weight", "2.bias", "4.weight"], params, strict=False)
+        if not p.grad.any()
+    ]
+    assert len(zero) == 5 and not b3.grad.eq(0).all()
+    assert "`0.weight`, `0.bias`, `2.weight` and 2 more got a gradient of **exactly 0**" in line
+
+
+def vanishing_ratio_and_per_layer_factor():
+    options, run = lab("vanishing")
+    line = sentence(lesson.explain(run), "^Vanishing")
+    ratio, factor = re.search(r"is \*\*(\S+)\*\* of the last.+about \*\*(\S+)\*\* per layer", line).groups()
+    params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
+    mse(stack_forward(params, x, torch.sigmoid), y).backward()
+    first, last = grad_norm(*params[:2]), grad_norm(*params[-2:])
+    assert number(ratio) == pytest.approx(first / last, rel=0.05)
+    assert number(factor) == pytest.approx((first / last) ** (1 / (options.depth - 1)), abs=0.006)
+    assert f"over {options.depth} layers" in line
+
+
+def exploding_names_the_largest_layer_and_the_loss():
+    options, run = lab("exploding")
+    line = sentence(lesson.explain(run), "^Exploding")
+    layer, norm, times, loss = re.search(
+        r"largest, `(\d+)`, is \*\*(\S+)\*\*, \*\*(\S+)×\*\* its weight norm\. The loss is (\S+);", line
+    ).groups()
+    params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
+    value = mse(stack_forward(params, x, torch.relu), y)
+    value.backward()
+    norms = [grad_norm(w, b) for w, b in zip(params[::2], params[1::2], strict=True)]
+    top = max(range(len(norms)), key=norms.__getitem__)
+    weight = math.sqrt(sum(float(p.detach().norm()) ** 2 for p in params[2 * top : 2 * top + 2]))
+    assert int(layer) == 2 * top  # Sequential index: Linear layers sit at 0, 2, 4, ...
+    assert number(norm) == pytest.approx(norms[top], rel=0.05)
+    assert number(times) == pytest.approx(norms[top] / weight, rel=0.05)
+    assert number(loss.rstrip(";")) == pytest.approx(float(value.detach()), rel=0.05)
+    assert f"{sum(n > 1e3 for n in norms)} layers with a gradient norm above 1e+03" in line
+
+
+def healthy_has_no_findings_and_a_balanced_ratio():
+    options, run = lab("healthy")
+    line = sentence(lesson.explain(run), "^No findings")
+    ratio = re.search(r"norm is (\S+)× the last", line).group(1)
+    params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
+    mse(stack_forward(params, x, torch.tanh), y).backward()
+    assert all(p.grad is not None and p.grad.any() and torch.isfinite(p.grad).all() for p in params)
+    assert number(ratio) == pytest.approx(grad_norm(*params[:2]) / grad_norm(*params[-2:]), rel=0.05)
+
+
+def broken_graph_stays_none_at_every_scale():
+    options = GradientsOptions.for_scenario("detached")
+    run = gradients.scenario_run(options)
+    lines = lesson.explain(run, sweep=gradients.scale_sweep(options))
+    line = sentence(lines, "None every time")
+    for scale in (0.5, 1.0, 2.0):
+        params, _, x, y = draw([(16, 8), (16,), (16, 16), (16,), (1, 16), (1,)], scale=scale)
+        tw, tb, bw, bb, hw, hb = params
+        h = torch.tanh(x @ tw.T + tb)
+        mse((h + torch.tanh(h @ bw.T + bb).detach()) @ hw.T + hb, y).backward()
+        assert bw.grad is None and bb.grad is None
+    assert line.startswith("At init scales 0.5, 1, 2, `branch.bias`, `branch.weight`")
+
+
+def vanishing_norm_moves_with_the_scale():
+    options = GradientsOptions.for_scenario("vanishing")
+    run = gradients.scenario_run(options)
+    line = sentence(lesson.explain(run, sweep=gradients.scale_sweep(options)), "finite norms move with the scale")
+    values = re.search(r"went \*\*(.+?)\*\*", line).group(1).split(" → ")
+    for text, factor in zip(values, (0.5, 1.0, 2.0), strict=True):
+        params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale * factor)
+        mse(stack_forward(params, x, torch.sigmoid), y).backward()
+        assert number(text) == pytest.approx(grad_norm(*params[:2]), rel=0.05)
+
+
+def forgetting_zero_grad_sums_the_batches():
+    options, run = lab("no_zero_grad")
+    lines = lesson.explain(run)
+    growth_line = sentence(lines, "Without `zero_grad`")
+    share_line = sentence(lines, "add up to")
+    total, growth = re.search(r"is \*\*(\S+)\*\*, \*\*(\S+)×\*\*", growth_line).groups()
+    summed, share = re.search(r"add up to (\S+); their sum's norm is (\d+)%", share_line).groups()
+    params, w_true, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
+    generator = torch.Generator().manual_seed(options.seed + 1)
+    own = []
+    for i in range(options.k):
+        if i:
+            x = torch.randn(32, 8, generator=generator)
+            y = torch.tanh(x @ w_true / math.sqrt(8))
+        before = [torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in params]
+        mse(stack_forward(params, x, torch.tanh), y).backward()  # no zero_grad in between
+        own.append(
+            math.sqrt(sum(float((p.grad - b).double().norm()) ** 2 for p, b in zip(params, before, strict=True)))
+        )
+    accumulated = grad_norm(*params)
+    assert number(total) == pytest.approx(accumulated, rel=0.05)
+    assert float(growth) == pytest.approx(accumulated / own[0], abs=0.006)
+    assert number(summed) == pytest.approx(sum(own), rel=0.05)
+    assert int(share) == round(100 * accumulated / sum(own))
+    assert f"after {options.k} batches" in growth_line
+
+
+def clipping_scales_everything_by_one_factor():
+    options = GradientsOptions.for_scenario("exploding", max_norm=0.5)
+    run = gradients.scenario_run(options)
+    line = sentence(lesson.explain(run, clipping=gradients.clip_once(options)), "scaled the total norm")
+    before, after, factor, ratio_before, ratio_after = re.search(
+        r"from \*\*(\S+)\*\* to \*\*(\S+)\*\*: every gradient multiplied by the same (\S+)\. "
+        r"The first/last layer ratio was \*\*(\S+)\*\* before and \*\*(\S+)\*\* after",
+        line,
+    ).groups()
+    params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
+    mse(stack_forward(params, x, torch.relu), y).backward()
+    total = math.sqrt(sum(float(p.grad.double().norm()) ** 2 for p in params))
+    scale = options.max_norm / (total + 1e-6)  # clip_grad_norm_'s documented rule
+    first, last = grad_norm(*params[:2]), grad_norm(*params[-2:])
+    assert number(before) == pytest.approx(total, rel=0.05)
+    assert number(after) == pytest.approx(total * scale, rel=0.05)
+    assert number(factor) == pytest.approx(scale, rel=0.05)
+    assert number(ratio_before) == pytest.approx(first / last, rel=0.05)
+    assert number(ratio_after) == pytest.approx((first * scale) / (last * scale), rel=0.05)
+    assert ratio_before == ratio_after
+
+
+def clipping_below_max_norm_changes_nothing():
+    options = GradientsOptions.for_scenario("vanishing")
+    run = gradients.scenario_run(options)
+    line = sentence(lesson.explain(run, clipping=gradients.clip_once(options)), "left every gradient")
+    total = re.search(r"norm is (\S+), below max_norm = (\S+):", line).group(1)
+    params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
+    mse(stack_forward(params, x, torch.sigmoid), y).backward()
+    value = grad_norm(*params)
+    assert value < options.max_norm and number(total.rstrip(",")) == pytest.approx(value, rel=0.05)
+
+
+def clipped_training_stays_finite_where_plain_training_blows_up():
+    options = GradientsOptions.for_scenario("exploding")
+    run = gradients.scenario_run(options)
+    line = sentence(lesson.explain(run, training=gradients.clipped_training(options)), "^Training the exploding case")
+    start, blown, step, clipped_end = re.search(
+        r"loss went from (\S+) to \*\*(\S+)\*\* at step (\d+), where the run stopped; with clipping at \S+, "
+        r"to \*\*(\S+)\*\*",
+        line,
+    ).groups()
+
+    def train(clip):
+        params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
+        losses = []
+        for _ in range(30):
+            for p in params:
+                p.grad = None
+            loss = mse(stack_forward(params, x, torch.relu), y)
+            losses.append(float(loss.detach()))
+            if not math.isfinite(losses[-1]):
+                break
+            loss.backward()
+            total = math.sqrt(sum(float(p.grad.norm()) ** 2 for p in params))
+            factor = min(1.0, options.max_norm / (total + 1e-6)) if clip else 1.0
+            with torch.no_grad():
+                for p in params:
+                    p -= options.learning_rate * factor * p.grad
+        return losses
+
+    plain, clipped = train(False), train(True)
+    assert number(start) == pytest.approx(plain[0], rel=0.05)
+    assert int(step) == len(plain) - 1 and blown == str(plain[-1]) and not math.isfinite(plain[-1])
+    assert len(clipped) == 30 and all(math.isfinite(v) for v in clipped)
+    assert number(clipped_end) == pytest.approx(clipped[-1], rel=0.05)
+
+
+def answer_card_evidence_quotes_this_runs_ratio():
+    options, run = lab("vanishing")
+    card = lesson.answer_card(run)
+    ratio = re.search(r"First/last layer gradient norm: (\S+) \(`0` vs `14`\)", card["evidence"]).group(1)
+    params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
+    mse(stack_forward(params, x, torch.sigmoid), y).backward()
+    assert number(ratio) == pytest.approx(grad_norm(*params[:2]) / grad_norm(*params[-2:]), rel=0.05)
+    assert "**16** a finite, non-zero gradient" in card["evidence"]
+
+
+CLAIMS = [
+    pytest.param(detached_branch_gets_none_and_the_cut_is_named, id="detach-gives-none-and-names-the-cut"),
+    pytest.param(argmax_cuts_the_path_before_it, id="argmax-cuts-the-path"),
+    pytest.param(unused_layer_stays_none, id="unused-layer-none"),
+    pytest.param(frozen_encoder_is_none_by_design, id="frozen-none-by-design"),
+    pytest.param(in_place_error_is_pytorchs_own_and_backward_stopped_partway, id="in-place-error-text"),
+    pytest.param(dead_relus_pass_back_exactly_zero, id="dead-relu-exact-zero"),
+    pytest.param(vanishing_ratio_and_per_layer_factor, id="vanishing-ratio"),
+    pytest.param(exploding_names_the_largest_layer_and_the_loss, id="exploding-largest-layer"),
+    pytest.param(healthy_has_no_findings_and_a_balanced_ratio, id="healthy-no-findings"),
+    pytest.param(broken_graph_stays_none_at_every_scale, id="none-at-every-scale"),
+    pytest.param(vanishing_norm_moves_with_the_scale, id="finite-norm-moves-with-scale"),
+    pytest.param(forgetting_zero_grad_sums_the_batches, id="zero-grad-accumulation"),
+    pytest.param(clipping_scales_everything_by_one_factor, id="clipping-keeps-the-ratio"),
+    pytest.param(clipping_below_max_norm_changes_nothing, id="clipping-below-max-norm"),
+    pytest.param(clipped_training_stays_finite_where_plain_training_blows_up, id="clipped-training"),
+    pytest.param(answer_card_evidence_quotes_this_runs_ratio, id="answer-card-evidence"),
+]
+
+
+@pytest.mark.parametrize("claim", CLAIMS)
+def test_claim(claim):
+    claim()
