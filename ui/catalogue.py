@@ -29,7 +29,13 @@ LABS = (
         "pages/1_Autograd.py",
         "graph",
     ),
-    Lab("gradients", "Gradients", "Why is a gradient None, zero or huge?", ":material/trending_down:", None),
+    Lab(
+        "gradients",
+        "Gradients",
+        "Why is a gradient None, zero or huge?",
+        ":material/trending_down:",
+        "pages/5_Gradients.py",
+    ),
     Lab(
         "modes",
         "Modes",

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import streamlit as st
-import streamlit.components.v1 as components
 
 ANSWERS_KEY = "_drill_answers"
 VISITED_KEY = "_labs_visited"
@@ -47,7 +46,7 @@ def visited() -> set[str]:
 def timer() -> None:
     """A countdown for a spoken answer, run in the browser (a server-side clock would rerun the page every second)."""
     buttons = "".join(f"<button onclick='start({seconds})'>{label}</button>" for label, seconds in TIMER_CHOICES)
-    components.html(
+    st.iframe(  # our own constant HTML (no user text in it), so an iframe that runs its script is safe
         f"""
 <style>
   body {{ font-family: "Source Sans Pro", system-ui, sans-serif; margin: 0; color: #31333f; }}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from explorers.cards import AnswerCard
 from explorers.gradients.experiment import BATCH, Accumulation, Clipping, ScaleSweep, ScenarioRun, Training
 from explorers.gradients.your_model import (
     EXPLODING_NORM,
@@ -17,6 +18,7 @@ from explorers.gradients.your_model import (
     depth_layers,
 )
 
+QUESTION = "Why is a gradient None, zero, vanishing or exploding?"
 MOVED_FACTOR = 1.5  # a norm that changed by less than this over the sweep "barely moved"
 ALIGNED_SHARE = 0.8  # the accumulated norm at least this share of the summed batch norms: "nearly the same direction"
 
@@ -318,7 +320,7 @@ _RECOVERIES = {
 }
 
 
-def answer_card(run: ScenarioRun, sweep: ScaleSweep | None = None, clipping: Clipping | None = None) -> dict[str, str]:
+def answer_card(run: ScenarioRun, sweep: ScaleSweep | None = None, clipping: Clipping | None = None) -> AnswerCard:
     """The four-part answer (requirement, mechanism, evidence, recovery) for this run; evidence quotes its numbers."""
     diagnosis = run.diagnosis
     kinds = list(diagnosis.kinds) or (["accumulation"] if run.accumulation is not None else [])
@@ -367,8 +369,18 @@ def answer_card(run: ScenarioRun, sweep: ScaleSweep | None = None, clipping: Cli
         recovery = " ".join(_RECOVERIES[kind] for kind in dict.fromkeys(kinds) if kind in _RECOVERIES)
     else:
         recovery = "Nothing to fix; keep the check as a test on one fixed batch so a regression shows at once."
-    recovery += (
-        " What would prove this wrong: rerun at half and twice the initial scale; a None or exact 0 that does not "
-        "move is a graph bug, a norm that moves is optimisation."
+    return AnswerCard(
+        question=QUESTION,
+        requirement=requirement,
+        mechanism=mechanism,
+        evidence=" ".join(evidence),
+        recovery=recovery,
+        trade_off=(
+            "Clipping keeps training alive while the cause is found, at the price of hiding it: a run that only "
+            "trains with clipping has a scale or architecture problem left to fix."
+        ),
+        could_prove_wrong=(
+            "Rerun at half and twice the initial scale: a None or exact 0 that does not move is a graph bug; "
+            "a norm that moves with the scale is optimisation."
+        ),
     )
-    return {"requirement": requirement, "mechanism": mechanism, "evidence": " ".join(evidence), "recovery": recovery}

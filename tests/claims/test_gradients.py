@@ -334,11 +334,11 @@ def clipped_training_stays_finite_where_plain_training_blows_up():
 def answer_card_evidence_quotes_this_runs_ratio():
     options, run = lab("vanishing")
     card = lesson.answer_card(run)
-    ratio = re.search(r"First/last layer gradient norm: (\S+) \(`0` vs `14`\)", card["evidence"]).group(1)
+    ratio = re.search(r"First/last layer gradient norm: (\S+) \(`0` vs `14`\)", card.evidence).group(1)
     params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
     mse(stack_forward(params, x, torch.sigmoid), y).backward()
     assert number(ratio) == pytest.approx(grad_norm(*params[:2]) / grad_norm(*params[-2:]), rel=0.05)
-    assert "**16** a finite, non-zero gradient" in card["evidence"]
+    assert "**16** a finite, non-zero gradient" in card.evidence
 
 
 CLAIMS = [

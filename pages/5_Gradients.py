@@ -1,0 +1,169 @@
+"""Gradients lab: why a gradient is None, zero, vanishing or exploding, and what clipping does about it."""
+
+import dataclasses
+
+import streamlit as st
+
+from explorers.gradients import KINDS, lesson
+from explorers.gradients import experiment as lab
+from explorers.gradients import figures as charts
+from explorers.gradients.experiment import SCENARIOS, GradientsOptions, model_options, training_options
+from ui import figures, runs
+from ui.fields import ChoiceField, FloatField, IntField
+from ui.frame import start_lab
+
+DEFAULT = GradientsOptions()
+LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3, 1.0)  # log steps: a linear slider wastes its range
+MAX_NORMS = (0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 100.0)
+FIELDS = (
+    ChoiceField("scenario", DEFAULT.scenario, tuple(SCENARIOS)),
+    IntField("depth", DEFAULT.depth, *lab.DEPTH_RANGE),
+    FloatField("scale", DEFAULT.init_scale, *lab.INIT_SCALE_RANGE),
+    ChoiceField("activation", DEFAULT.activation, tuple(lab.ACTIVATIONS)),
+    ChoiceField("lr", DEFAULT.learning_rate, LEARNING_RATES),
+    IntField("k", DEFAULT.k, *lab.K_RANGE),
+    ChoiceField("max_norm", DEFAULT.max_norm, MAX_NORMS),
+    IntField("seed", DEFAULT.seed, *lab.SEED_RANGE),
+)
+
+page = start_lab("gradients", FIELDS)
+key = page.key
+
+
+def apply_scenario_defaults() -> None:
+    """Picking a scenario loads the knob values that show its pathology best (still adjustable)."""
+    for name, value in SCENARIOS[page.value("scenario")].defaults.items():
+        page.set({"init_scale": "scale"}.get(name, name), value)
+
+
+bench, stage = page.workbench()
+with bench, page.controls():
+    st.radio(
+        "Scenario",
+        tuple(SCENARIOS),
+        format_func=lambda s: SCENARIOS[s].title,
+        key=key("scenario"),
+        on_change=apply_scenario_defaults,
+    )
+    knobs = SCENARIOS[page.value("scenario")].knobs
+    off = "This scenario's model does not have this knob."
+    depth, scale = st.columns(2)
+    depth.slider("Depth", *lab.DEPTH_RANGE, key=key("depth"), disabled="depth" not in knobs, help=off)
+    scale.slider("Initial scale", *lab.INIT_SCALE_RANGE, step=0.05, key=key("scale"))
+    activation, k = st.columns(2)
+    activation.selectbox(
+        "Activation", tuple(lab.ACTIVATIONS), key=key("activation"), disabled="activation" not in knobs, help=off
+    )
+    k.slider("Batches without zero_grad (k)", *lab.K_RANGE, key=key("k"), disabled="k" not in knobs, help=off)
+    learning_rate, seed = st.columns(2)
+    learning_rate.select_slider("Learning rate (training)", LEARNING_RATES, key=key("lr"))
+    seed.number_input("Seed", *lab.SEED_RANGE, key=key("seed"), step=1)
+page.sync_url()
+
+options = GradientsOptions(
+    scenario=page.value("scenario"),
+    depth=page.value("depth"),
+    init_scale=page.value("scale"),
+    activation=page.value("activation"),
+    learning_rate=page.value("lr"),
+    k=page.value("k"),
+    max_norm=page.value("max_norm"),
+    seed=page.value("seed"),
+    device=page.device,
+)
+scenario = SCENARIOS[options.scenario]
+model = model_options(options)
+settings = {"scenario": options.scenario, **{knob: getattr(options, knob) for knob in knobs}, "seed": options.seed}
+
+# The diagnosis first (the main figure), then the sweep; clipping runs once its slider is read below.
+run, sweep = runs.run_all(
+    [(lab.scenario_run, model), (lab.scale_sweep, model)], label="Running backward on the scenario"
+)
+diagnosis = run.diagnosis
+with stage:
+    st.subheader(scenario.title)
+    st.markdown(f"{scenario.pathology}\n```python\n{scenario.code}\n```")
+    figures.plotly(
+        charts.layer_norms_figure(diagnosis),
+        figures.caption("Gradient norm per layer", settings, page.device),
+        "gradients-norms",
+    )
+    (st.success if diagnosis.verdict == "healthy" else st.warning)(f"**Verdict:** {diagnosis.verdict}")
+
+findings, graph = st.columns([2, 3], gap="large")
+with findings:
+    st.subheader("Findings")
+    if not diagnosis.findings:
+        st.write("None: every trainable parameter got a finite gradient, and no threshold was crossed.")
+    for finding in diagnosis.findings:
+        st.markdown(f"**{KINDS.get(finding.kind, finding.kind)}**: {finding.observation}")
+    st.dataframe(charts.status_table(diagnosis), hide_index=True)
+with graph:
+    st.subheader("The graph backward walks")
+    st.caption(run.graph_note)
+    if run.graph_source:
+        figures.graph(
+            run.graph_source, figures.caption("Autograd graph (torchviz)", settings, page.device), "gradients"
+        )
+
+st.subheader("Same model, other scales: what moves, and what does not")
+figures.plotly(charts.sweep_figure(sweep), figures.caption("Scale sweep", settings, page.device), "gradients-sweep")
+if run.accumulation is not None:
+    st.subheader(f"{run.accumulation.k} batches without zero_grad")
+    figures.plotly(
+        charts.accumulation_figure(run.accumulation),
+        figures.caption("Accumulated gradient", settings, page.device),
+        "gradients-accumulation",
+    )
+
+st.subheader("Clipping contains the symptom")
+st.select_slider("clip_grad_norm_ max_norm", MAX_NORMS, key=key("max_norm"))
+clip_options = dataclasses.replace(model, max_norm=options.max_norm)
+clipping, training = runs.run_all(
+    [(lab.clip_once, clip_options), (lab.clipped_training, training_options(options))],
+    label="Clipping and training the exploding case",
+)
+before_after, trained = st.columns(2, gap="large")
+with before_after:
+    if clipping.note:
+        st.info(clipping.note)
+    if clipping.layer_names:
+        figures.plotly(
+            charts.clipping_figure(clipping),
+            figures.caption(
+                "Before and after clip_grad_norm_", {**settings, "max_norm": options.max_norm}, page.device
+            ),
+            "gradients-clipping",
+        )
+with trained:
+    figures.plotly(
+        charts.training_figure(training),
+        figures.caption(
+            "Exploding case trained", {"lr": training.learning_rate, "max_norm": training.max_norm}, page.device
+        ),
+        "gradients-training",
+    )
+
+lines = lesson.explain(run, sweep=sweep, clipping=clipping, training=training)
+figures.why_panel(lines)
+figures.answer_card(lesson.answer_card(run, sweep=sweep, clipping=clipping))
+if clipping.imbalance_before is not None:
+    figures.predict_then_reveal(
+        key("predict"),
+        f"clip_grad_norm_ scales the whole gradient to at most {options.max_norm:g}. What happens to the ratio "
+        "of the first layer's gradient norm to the last layer's?",
+        ["It shrinks towards 1", "It stays the same", "It grows"],
+        "It stays the same",
+        f"Measured just now: {lesson.sci(clipping.imbalance_before)} before, {lesson.sci(clipping.imbalance_after)} "
+        "after. Clipping multiplies every gradient by one factor, so the imbalance (the cause) is untouched.",
+    )
+figures.notes_download(
+    "Gradients lab",
+    figures.caption("Gradients lab", settings, page.device),
+    {
+        "What happened": "\n".join(f"- {line}" for line in lines),
+        "Parameters": figures.markdown_table(charts.status_table(diagnosis).to_dict("records")),
+        "Layers": figures.markdown_table(charts.layer_table(diagnosis).to_dict("records")),
+    },
+    "gradients",
+)

@@ -1,0 +1,122 @@
+"""The Gradients page with every scenario and knob exercised, its URL round trip, and hostile links."""
+
+import pytest
+
+from explorers.gradients.experiment import SCENARIOS
+from tests.app.conftest import open_page
+
+PAGE = "pages/5_Gradients.py"
+VERDICT_STARTS = {
+    "healthy": "healthy",
+    "detached": "Broken graph",
+    "unused": "Unused",
+    "frozen": "Frozen",
+    "inplace": "Backward failed",
+    "dead_relu": "Dead",
+    "vanishing": "Vanishing",
+    "exploding": "Exploding",
+    "argmax": "Broken graph",
+}
+
+
+def key(name):
+    return f"gradients.{name}"
+
+
+def verdict(at) -> str:
+    shown = [e.value for e in (*at.success, *at.warning) if e.value.startswith("**Verdict:**")]
+    assert len(shown) == 1, shown
+    return shown[0].removeprefix("**Verdict:** ")
+
+
+@pytest.fixture()
+def lab():
+    at = open_page(PAGE)
+    assert not at.exception
+    return at
+
+
+def test_opens_healthy_with_its_charts_and_graph(lab):
+    assert verdict(lab) == "healthy"
+    assert len(lab.get("plotly_chart")) == 4  # norms, sweep, clipping, training
+    assert any("data:image/svg+xml" in h.proto.body for h in lab.get("html"))
+    assert lab.query_params["scenario"] == "healthy"
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s != "healthy"])
+def test_every_scenario_is_one_click_and_shows_its_own_verdict(lab, scenario):
+    lab.radio(key=key("scenario")).set_value(scenario).run()
+    assert not lab.exception
+    assert lab.query_params["scenario"] == scenario
+    for name, value in SCENARIOS[scenario].defaults.items():  # the knobs that show it best came with it
+        assert lab.session_state[key({"init_scale": "scale"}.get(name, name))] == value
+    if scenario == "no_zero_grad":
+        assert any(s.value.endswith("batches without zero_grad") for s in lab.subheader)
+    else:
+        assert verdict(lab).startswith(VERDICT_STARTS[scenario])
+
+
+def test_the_in_place_scenario_shows_pytorchs_own_error(lab):
+    lab.radio(key=key("scenario")).set_value("inplace").run()
+    text = " ".join(m.value for m in lab.markdown)
+    assert "modified by an inplace operation" in text
+
+
+def test_stack_knobs_change_the_run_and_the_link(lab):
+    lab.radio(key=key("scenario")).set_value("vanishing").run()
+    parameters_at_depth_8 = len(lab.dataframe[0].value)
+    lab.slider(key=key("depth")).set_value(12).run()
+    assert len(lab.dataframe[0].value) > parameters_at_depth_8  # more layers, more rows in the status table
+    lab.slider(key=key("scale")).set_value(2.0).run()
+    lab.selectbox(key=key("activation")).set_value("relu").run()
+    assert not lab.exception
+    assert (lab.query_params["depth"], lab.query_params["scale"], lab.query_params["activation"]) == ("12", "2", "relu")
+    assert not verdict(lab).startswith("Vanishing")  # a large ReLU init no longer vanishes
+
+
+def test_k_grows_the_accumulation_chart(lab):
+    lab.radio(key=key("scenario")).set_value("no_zero_grad").run()
+    lab.slider(key=key("k")).set_value(9).run()
+    assert not lab.exception and lab.query_params["k"] == "9"
+    assert any(s.value == "9 batches without zero_grad" for s in lab.subheader)
+
+
+def test_knobs_a_scenario_does_not_have_are_disabled(lab):
+    lab.radio(key=key("scenario")).set_value("detached").run()
+    assert lab.slider(key=key("depth")).disabled and lab.selectbox(key=key("activation")).disabled
+    assert lab.slider(key=key("k")).disabled and not lab.slider(key=key("scale")).disabled
+
+
+def test_clipping_keeps_the_imbalance_and_the_prediction_quotes_it(lab):
+    lab.radio(key=key("scenario")).set_value("vanishing").run()
+    lab.select_slider(key=key("max_norm")).set_value(0.01).run()
+    lab.select_slider(key=key("lr")).set_value(0.1).run()
+    lab.number_input(key=key("seed")).set_value(3).run()
+    assert not lab.exception and lab.query_params["max_norm"] == "0.01" and lab.query_params["seed"] == "3"
+    lab.radio(key=key("predict")).set_value("It shrinks towards 1").run()
+    reveal = lab.error[0].value
+    assert "It stays the same" in reveal and "before" in reveal and "after" in reveal
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"scenario": "rm -rf"},
+        {"depth": "99"},
+        {"scale": "nan"},
+        {"lr": "5"},
+        {"max_norm": "-1"},
+        {"k": "x" * 500},
+    ],
+)
+def test_a_bad_link_gets_a_notice_and_the_default(query):
+    at = open_page(PAGE, query)
+    assert not at.exception
+    assert at.warning and "using the default" in at.warning[0].value
+    assert verdict(at) == "healthy"
+
+
+def test_a_link_reopens_the_same_state():
+    at = open_page(PAGE, {"scenario": "exploding", "depth": "6", "scale": "3", "activation": "relu"})
+    assert not at.exception and verdict(at).startswith("Exploding")
+    assert at.slider(key=key("depth")).value == 6
