@@ -37,7 +37,7 @@ def apply_scenario_defaults() -> None:
 
 
 bench, stage = page.workbench()
-with bench, page.controls():
+with bench:  # the scenario stays in view when presenting: it is what the presenter clicks
     st.radio(
         "Scenario",
         tuple(SCENARIOS),
@@ -45,6 +45,7 @@ with bench, page.controls():
         key=key("scenario"),
         on_change=apply_scenario_defaults,
     )
+with bench, page.controls():
     knobs = SCENARIOS[page.value("scenario")].knobs
     off = "This scenario's model does not have this knob."
     depth, scale = st.columns(2)
