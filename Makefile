@@ -50,9 +50,12 @@ app: $(VENV)/.dev
 e2e: browser
 	$(BIN)/python -m pytest tests/e2e
 
-# Screenshots of every page (one screen and the whole lab) land in artifacts/screenshots/.
-screenshots: e2e
-	@ls artifacts/screenshots
+# Screenshots of every lab in presentation mode at 1920x1080 (the README's pictures), from the layout test.
+screenshots: browser
+	$(BIN)/python -m pytest -q tests/e2e/test_layout.py -k "presenting and 1080p"
+	mkdir -p assets/screenshots
+	cp artifacts/screenshots/*-presenting.png assets/screenshots/
+	@ls assets/screenshots
 
 bench: browser
 	$(BIN)/python benchmarks/bench_pages.py

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import streamlit as st
 
+from explorers.profiler import card, lesson
 from explorers.profiler import experiment as lab
 from explorers.profiler import figures as charts
-from explorers.profiler import lesson
 from explorers.profiler.experiment import ProfileOptions
 from explorers.profiler.your_model import PHASES
 from ui import figures, runs
@@ -37,38 +37,43 @@ page = start_lab("profiler", FIELDS)
 key = page.key
 cuda = page.device == "cuda"
 
-with page.controls():
-    row = st.columns(6)
+bench, stage = page.workbench()
+with bench, page.controls():
+    row = st.columns(2)
     row[0].select_slider("Model width", lab.WIDTHS, key=key("width"))
     row[1].slider("Depth (layers)", *lab.DEPTH_RANGE, key=key("depth"))
-    row[2].select_slider("Batch size", BATCHES, key=key("batch_size"))
-    row[3].slider(
-        "Data cost per batch (ms)",
+    row = st.columns(2)
+    row[0].select_slider("Batch size", BATCHES, key=key("batch_size"))
+    row[1].selectbox("Optimizer", lab.OPTIMIZERS, key=key("optimizer"))
+    row = st.columns(2)
+    row[0].slider(
+        "Data cost (ms/batch)",
         *lab.DATA_COST_RANGE,
         key=key("data_cost_ms"),
         help="Simulated augmentation: the collate function sleeps this long per batch.",
     )
-    row[4].slider("DataLoader workers", *lab.WORKERS_RANGE, key=key("num_workers"))
-    row[5].selectbox("Optimizer", lab.OPTIMIZERS, key=key("optimizer"))
-    row = st.columns(6)
+    row[1].slider("DataLoader workers", *lab.WORKERS_RANGE, key=key("num_workers"))
+    row = st.columns(2)
     row[0].slider("CPU threads", *lab.THREADS_RANGE, key=key("threads"))
     row[1].slider("Warm-up steps", *lab.WARMUP_RANGE, key=key("warmup"))
-    row[2].slider(
+    row = st.columns(2)
+    row[0].slider(
         "Active steps",
         *lab.ACTIVE_RANGE,
         key=key("active"),
         help=f"Per round: this many steps without the profiler, then as many with it, {lab.ROUNDS} rounds in all.",
     )
-    row[3].toggle(
+    row[1].number_input("Seed", *lab.SEED_RANGE, key=key("seed"), step=1)
+    row = st.columns(2)
+    row[0].toggle(
         "pin_memory", key=key("pin_memory"), disabled=not cuda, help="Pinned memory only matters for GPU copies."
     )
-    row[4].toggle(
-        "synchronize per phase",
+    row[1].toggle(
+        "sync per phase",
         key=key("synchronize"),
         disabled=not cuda,
         help="On CUDA, without synchronize, GPU time is charged to whichever phase waits for it.",
     )
-    row[5].number_input("Seed", *lab.SEED_RANGE, key=key("seed"), step=1)
 
 
 def options_now() -> ProfileOptions:
@@ -115,50 +120,50 @@ def shown(options: ProfileOptions) -> dict:
 
 
 settings = shown(options)
-st.caption(
-    "Every number here is measured live, so timings vary between runs and between machines: a shared link "
-    "reopens the same settings and comparison, not the same numbers. **Profile again** shows how much they move."
-)
-
-verdict, change = st.columns([3, 2])
-verdict.markdown(f"### Verdict: {result.verdict}\n{result.evidence}")
-experiment = lesson.suggestion(options, result)
-if experiment:
-    change.markdown(f"**An experiment the verdict points to:** {experiment.label}. Try it to measure whether it helps.")
-    change.button("Try it", key="apply", on_click=try_experiment, args=(experiment,), type="primary")
-change.button(
-    "Profile again",
-    key="again",
-    icon=":material/refresh:",
-    on_click=lambda: st.session_state.update({key("repeat"): options.repeat + 1}),
-)
+with bench:
+    st.caption(
+        "Every number here is measured live, so timings vary between runs and between machines: a shared link "
+        "reopens the same settings and comparison, not the same numbers. **Profile again** shows how much they move."
+    )
+    experiment = lesson.suggestion(options, result)
+    if experiment:
+        st.markdown(f"**An experiment the verdict points to:** {experiment.label}. Try it to measure whether it helps.")
+        st.button("Try it", key="apply", on_click=try_experiment, args=(experiment,), type="primary")
+    st.button(
+        "Profile again",
+        key="again",
+        icon=":material/refresh:",
+        on_click=lambda: st.session_state.update({key("repeat"): options.repeat + 1}),
+    )
 
 compared = ""
-if before is not None:
-    before_result = profile(before)
-    top = charts.axis_top(before_result, result)
-    left, right = st.columns(2)
-    with left:
-        figures.plotly(
-            charts.phases_figure(before_result, "Before the change", top),
-            figures.caption("Before", shown(before), page.device),
-            "profiler-before",
+with stage:
+    st.markdown(f"### Verdict: {result.verdict}\n{result.evidence}")
+    if before is not None:
+        before_result = profile(before)
+        top = charts.axis_top(before_result, result)
+        left, right = st.columns(2)
+        with left:
+            figures.plotly(
+                charts.phases_figure(before_result, "Before the change", top),
+                figures.caption("Before", shown(before), page.device),
+                "profiler-before",
+            )
+        with right:
+            figures.plotly(
+                charts.phases_figure(result, "After the change", top),
+                figures.caption("After", settings, page.device),
+                "profiler-after",
+            )
+        kind, compared = lesson.outcome(
+            lesson.describe_change(before, options), before_result.unprofiled_ms, result.unprofiled_ms
         )
-    with right:
+        {"faster": st.success, "slower": st.warning, "same": st.info}[kind](compared)
+        st.button("End the comparison", key="end", on_click=page.set, args=("before", lesson.NO_COMPARISON))
+    else:
         figures.plotly(
-            charts.phases_figure(result, "After the change", top),
-            figures.caption("After", settings, page.device),
-            "profiler-after",
+            charts.phases_figure(result), figures.caption("Phases per step", settings, page.device), "profiler-phases"
         )
-    kind, compared = lesson.outcome(
-        lesson.describe_change(before, options), before_result.unprofiled_ms, result.unprofiled_ms
-    )
-    {"faster": st.success, "slower": st.warning, "same": st.info}[kind](compared)
-    st.button("End the comparison", key="end", on_click=page.set, args=("before", lesson.NO_COMPARISON))
-else:
-    figures.plotly(
-        charts.phases_figure(result), figures.caption("Phases per step", settings, page.device), "profiler-phases"
-    )
 figures.plotly(
     charts.timeline_figure(result), figures.caption("Phase timeline", settings, page.device), "profiler-timeline"
 )
@@ -192,6 +197,7 @@ with naive:
 
 lines = lesson.explain(options, result)
 figures.why_panel(lines)
+figures.answer_card(card.answer_card(result))
 choice_key = key("predict")
 answer, evidence = "data", ""
 if st.session_state.get(choice_key) is not None:

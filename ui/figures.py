@@ -119,7 +119,8 @@ CAPTION_LINE_CHARS = 80  # wrapped by hand: plotly annotations do not wrap; 80 f
 def _add_caption(figure: go.Figure, text: str) -> None:
     """The caption as an annotation below the x axis, with the bottom margin grown to hold it."""
     lines = textwrap.wrap(text, CAPTION_LINE_CHARS) or [""]
-    axis_room = 80 if figure.layout.xaxis.title.text else 50  # tick labels, and the axis title when there is one
+    # Room below the plot for tick labels and the axis title: what the figure planned, else a default.
+    axis_room = figure.layout.margin.b or (80 if figure.layout.xaxis.title.text else 50)
     caption_room = 8 + round(CAPTION_FONT_SIZE * 1.35 * len(lines))
     figure.update_layout(margin={"b": axis_room + caption_room})
     figure.update_xaxes(automargin=False)  # the margin is planned here; plotly growing it would move the caption

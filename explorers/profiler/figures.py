@@ -50,8 +50,9 @@ def phases_figure(
     """
     steps = [*result.warmup_steps, *result.steps]
     per_round = result.steps_per_round
-    labels = [f"warm-up {i + 1}" for i in range(len(result.warmup_steps))]
-    labels += [f"r{i // per_round + 1} step {i % per_round + 1}" for i in range(len(result.steps))]
+    # Short, level labels (round.step): rotated long ones were cut off and ran into the legend.
+    labels = [f"w{i + 1}" for i in range(len(result.warmup_steps))]
+    labels += [f"{i // per_round + 1}.{i % per_round + 1}" for i in range(len(result.steps))]
     top = top or axis_top(result)
     figure = go.Figure()
     for phase in (*PHASES, "other"):
@@ -60,7 +61,7 @@ def phases_figure(
     cut = [(label, _bar_height(step)) for label, step in zip(labels, steps, strict=True) if _bar_height(step) > top]
     for label, height in cut:
         figure.add_annotation(x=label, y=top, text=f"▲ {ms(height)}", showarrow=False, yanchor="top", textangle=-90)
-    subtitle = f"Axis cut at {ms(top)} ms: {len(cut)} longer step(s) marked ▲ with their ms" if cut else ""
+    subtitle = f"axis cut at {ms(top)} ms: {len(cut)} longer step(s) marked ▲" if cut else ""
     if result.warmup_steps:
         figure.add_vrect(
             x0=-0.5,
@@ -68,15 +69,16 @@ def phases_figure(
             fillcolor="#eeeeee",
             opacity=0.5,
             line_width=0,
-            annotation_text="warm-up",
-            annotation_position="top left",
+            annotation_text="",
         )
     figure.update_layout(
         barmode="stack",
         title={"text": title, "subtitle": {"text": subtitle}},
         yaxis={"title": "ms", "range": [0, top]},
-        height=420,
-        legend={"orientation": "h"},
+        xaxis={"title": "step (w: warm-up; round.step: profiled)", "tickangle": 0, "type": "category"},
+        height=460,
+        margin={"t": 90, "l": 70, "r": 120},
+        legend={"orientation": "v", "x": 1.01, "y": 1, "traceorder": "reversed"},  # right of the bars, top down
     )
     return figure
 

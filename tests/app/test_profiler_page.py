@@ -68,7 +68,7 @@ def test_every_knob_reaches_the_link(lab):
     }
     assert len(lab.dataframe[1].value) == 3 * 3  # three profiled steps in each of three rounds
     labels = phases_chart(lab)["data"][0]["x"]
-    assert labels[:5] == ["warm-up 1", "r1 step 1", "r1 step 2", "r1 step 3", "r2 step 1"]
+    assert labels[:5] == ["w1", "1.1", "1.2", "1.3", "2.1"]  # warm-up, then round.step
     # Without CUDA the GPU-only toggles are shown but disabled.
     assert lab.toggle(key=key("pin_memory")).disabled and lab.toggle(key=key("synchronize")).disabled
 
