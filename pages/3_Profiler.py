@@ -94,8 +94,8 @@ before = compared_with(options)
 page.sync_url()
 
 
-# The widest, deepest model at the largest batch takes ~3 s a step here, and three rounds take up to ~100 steps.
-TIME_LIMIT_S = 300
+# The widest, deepest model at the largest batch takes ~1 s a step here, and three rounds take up to ~70 steps.
+TIME_LIMIT_S = runs.longer_limit(2.5)
 
 
 def profile(options: ProfileOptions) -> lab.ProfileResult:

@@ -41,6 +41,11 @@ def _failed(label: str, error: Exception) -> None:
     st.stop()
 
 
+def longer_limit(factor: float) -> float:
+    """A time limit `factor` times the engine's usual one, for a lab whose largest runs are known to be long."""
+    return factor * default_engine().timeout_s
+
+
 def run(fn: Callable, options: Any, *, label: str, timeout_s: float | None = None, priority: int = 0) -> Any:
     """`fn(options)` on the engine, with progress; a failure shows its message and stops the page."""
     return run_all([(fn, options)], label=label, timeout_s=timeout_s, priority=priority)[0]

@@ -54,4 +54,4 @@ def one_second_limit():
 def test_a_run_past_its_time_limit_reports_the_limit(one_second_limit):
     at = open_page(PAGE, {**LONG_RUN, "seed": "12"})
     assert not at.exception
-    assert any("longer than its 1 s limit" in e.value for e in at.error)
+    assert any("longer than its 2.5 s limit" in e.value for e in at.error)  # the Profiler allows 2.5x the usual
