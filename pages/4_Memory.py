@@ -4,11 +4,12 @@ import dataclasses
 
 import streamlit as st
 
-from explorers import memory
+from explorers import memory, saved
 from explorers.memory import experiment as lab
 from explorers.memory import figures as charts
 from explorers.memory import lesson
 from explorers.memory.experiment import MemoryOptions
+from explorers.units import format_bytes
 from ui import figures, runs
 from ui.fields import BoolField, ChoiceField, IntField
 from ui.frame import start_lab
@@ -46,7 +47,7 @@ with page.controls():
     row[1].selectbox("Precision", memory.PRECISIONS, key=key("precision"), help="bf16/fp16 use autocast.")
     row[2].toggle("Activation checkpointing", key=key("checkpointing"))
     row[3].slider("Gradient accumulation steps", *lab.ACCUMULATION_RANGE, key=key("accumulation"))
-    row[4].selectbox("Device memory budget", lab.BUDGETS_GB, format_func=lambda gb: f"{gb} GB", key=key("budget_gb"))
+    row[4].selectbox("Device memory budget", lab.BUDGETS_GB, format_func=lambda gib: f"{gib} GiB", key=key("budget_gb"))
     row[5].number_input("Seed", *lab.SEED_RANGE, key=key("seed"), step=1)
 page.sync_url()
 
@@ -71,21 +72,33 @@ def show_metrics(point: lab.Point) -> None:
     result = point.result
     if not point.measured:
         st.info(
-            f"Batch {options.batch_size:,} was estimated on fake tensors, not allocated: its peak "
-            f"({result.peak / 2**20:,.0f} MiB) is over what this lab allocates for real "
-            f"(the smaller of {lab.MEASURE_LIMIT_BYTES // 2**20} MiB and a quarter of this machine's free memory)."
+            f"Batch {options.batch_size:,} was estimated on fake tensors, not allocated: its estimated peak "
+            f"({format_bytes(result.peak)}) is over what this lab allocates for real "
+            f"(the smaller of {format_bytes(lab.MEASURE_LIMIT_BYTES)} and a quarter of this machine's free memory)."
         )
-    for column, category in zip(
-        st.columns(5), ("parameters", "gradients", "optimizer_state", "activations", "peak"), strict=True
-    ):
-        predicted = result.predicted.get(category)
+    shown = [name for name in lesson.METRICS if name != "weight copies" or result.weight_copies]
+    columns = st.columns(len(shown) + 1)
+    for column, name in zip(columns, shown, strict=False):
+        predicted = result.predicted.get(lesson.WHOLE_PARTS[name])
         column.metric(
-            category.replace("_", " "),
-            f"{getattr(result, category) / 2**20:,.2f} MiB",
-            delta=None if predicted is None else f"predicted {predicted / 2**20:,.2f} MiB",
+            name,
+            format_bytes(getattr(result, lesson.WHOLE_PARTS[name])),
+            delta=None if predicted is None else f"predicted {format_bytes(predicted)}",
             delta_color="off",
             delta_arrow="off",
         )
+    columns[-1].metric(
+        "peak, step 2 on",
+        format_bytes(result.peak),
+        delta=f"step 1: {format_bytes(result.first_step.peak)}",
+        delta_color="off",
+        delta_arrow="off",
+    )
+    at = f"a micro-batch of {point.micro_batch:,}" if options.accumulation > 1 else f"batch {point.batch:,}"
+    st.caption(
+        f"At {at}, {'measured' if point.measured else 'estimated on fake tensors'}. Activations: {saved.DEFINITION} "
+        "Autocast's weight copies are saved too, and shown apart; the batch is its own part."
+    )
 
 
 def show_point(index: int, point: lab.Point, settled: bool) -> None:
@@ -96,7 +109,7 @@ def show_point(index: int, point: lab.Point, settled: bool) -> None:
         with timeline:
             figures.plotly(
                 charts.timeline_figure(point.result),
-                figures.caption("Live memory through one step", settings, page.device),
+                figures.caption("Live memory through steps 1 and 2", settings, page.device),
                 "memory-timeline",
             )
     if not settled:
@@ -114,7 +127,6 @@ def show_point(index: int, point: lab.Point, settled: bool) -> None:
 sweep = [(lab.batch_point, dataclasses.replace(measured, batch_size=b)) for b in order]
 runs.run_all(sweep, label="Measuring batch sizes", on_result=show_point)
 points = tuple(arrived[b] for b in batches)
-result = arrived[options.batch_size].result
 
 with retention:
     curves = runs.run(lab.retention, dataclasses.replace(lab.RETENTION_OPTIONS, device=page.device), label="Loops")
@@ -124,20 +136,17 @@ with retention:
         "memory-retention",
     )
 
-lines = lesson.explain(options, result, points)
+lines = lesson.explain(options, arrived[options.batch_size], points)
 figures.why_panel(lines)
-doubled = [p for p in points if p.batch in (options.batch_size, 2 * options.batch_size)]
-evidence = ""
-if len(doubled) == 2:
-    grown = {k: getattr(doubled[1].result, k) / max(getattr(doubled[0].result, k), 1) for k in memory.CATEGORIES[:4]}
-    evidence = "Measured just now: " + ", ".join(f"{k.replace('_', ' ')} ×{v:.2f}" for k, v in grown.items())
-figures.predict_then_reveal(
-    key("predict"),
-    "Double the batch size. Which bar grows?",
-    ["parameters", "gradients", "optimizer state", "activations"],
-    "activations",
-    evidence,
-)
+evidence = lesson.doubling_evidence(points, options.batch_size)
+if evidence:
+    figures.predict_then_reveal(
+        key("predict"),
+        "Double the batch size. Which of these grows?",
+        ["parameters", "gradients", "optimizer state", "activations"],
+        "activations",
+        evidence,
+    )
 figures.notes_download(
     "Memory lab",
     figures.caption("Memory lab", settings, page.device),
@@ -153,10 +162,10 @@ with remedies_slot:
         table = runs.run(lab.remedies_table, options, label="Trying remedies")
     if table is None:
         st.button(
-            f"Find them for a {options.budget_gb} GB device (estimated, nothing allocated)",
+            f"Find them for a {options.budget_gb} GiB device (estimated, nothing allocated)",
             key="remedies",
             on_click=lambda: st.session_state.update({key("remedies_for"): options}),
         )
     else:
         st.dataframe(table, hide_index=True)
-        st.caption(figures.caption(f"Largest batch on a {options.budget_gb} GB device", settings, page.device))
+        st.caption(figures.caption(f"Largest batch on a {options.budget_gb} GiB device", settings, page.device))

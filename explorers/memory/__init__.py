@@ -1,17 +1,39 @@
 """Memory lab: what fills memory in training, and what runs out first?
 
-- `your_model.measure(model, batch, ...)` measures one real training step of your own model by
-  category; `your_model.estimate(build, ...)` does it on fake tensors (nothing allocated);
+- `your_model.measure(model, batch, ...)` measures two real training steps on a copy of your own
+  model, by category; `your_model.estimate(build, ...)` does it on fake tensors (nothing allocated);
+- `tracker` follows every storage a step creates: the live total, its peak, and what was alive then;
 - `experiment` holds the lab's presets, sweep, remedies and retention loops (the page runs them
-  on the run engine, since MemTracker's hooks are process-wide);
+  on the run engine, in worker processes);
 - `figures` and `lesson` turn the measurements into charts and sentences.
 
     from explorers import memory
     m = memory.measure(model, batch, optimizer="adam", precision="bf16", checkpointing=True)
-    m.activations, m.peak, m.predicted
+    m.activations, m.first_step.peak, m.steady_step.peak, m.steady_step.at_peak, m.predicted
 """
 
 from explorers.memory.experiment import MemoryOptions
-from explorers.memory.your_model import CATEGORIES, OPTIMIZERS, PRECISIONS, Measurement, estimate, measure
+from explorers.memory.your_model import (
+    CATEGORIES,
+    OPTIMIZERS,
+    PRECISIONS,
+    Measurement,
+    StepMemory,
+    default_loss,
+    estimate,
+    estimate_saved,
+    measure,
+)
 
-__all__ = ["CATEGORIES", "OPTIMIZERS", "PRECISIONS", "Measurement", "MemoryOptions", "estimate", "measure"]
+__all__ = [
+    "CATEGORIES",
+    "OPTIMIZERS",
+    "PRECISIONS",
+    "Measurement",
+    "MemoryOptions",
+    "StepMemory",
+    "default_loss",
+    "estimate",
+    "estimate_saved",
+    "measure",
+]

@@ -1,8 +1,9 @@
 """The Memory lab's experiments: presets, a batch-size sweep, memory budgets, accidental retention.
 
-MemTracker installs process-global module hooks, so the page runs these on the run
-engine (`explorers.engine`), one batch size per run: `batch_point`, `remedies_table`
-and `retention` take the options and an optional `report(done, total)`.
+The page runs these on the run engine (`explorers.engine`), one batch size per run, so
+that a run's tracking, seeded dropout and thread state stay in its own worker process:
+`batch_point`, `remedies_table` and `retention` take the options and an optional
+`report(done, total)`.
 
 Sizes that fit this machine comfortably are measured for real; larger ones are estimated
 on fake tensors (nothing allocated), and every point says which it was. A configuration
@@ -21,8 +22,10 @@ from torch import nn
 
 from explorers import bounds, engine
 from explorers.memory import your_model
+from explorers.memory.tracker import LiveBytes
 from explorers.memory.your_model import Measurement
 from explorers.rng import isolated_rng
+from explorers.units import format_bytes
 
 PRESETS = {"mlp": "MLP", "cnn": "Small CNN (32x32 images)", "transformer": "Transformer encoder blocks"}
 BATCHES = tuple(2**i for i in range(0, 17))  # 1 … 65,536
@@ -31,7 +34,7 @@ DEPTH_RANGE = (1, 24)
 SEQ_RANGE = (8, 4096)
 HEADS = (1, 2, 4, 8, 16, 32)
 ACCUMULATION_RANGE = (1, 16)
-BUDGETS_GB = (8, 16, 24, 40, 80)
+BUDGETS_GB = (8, 16, 24, 40, 80)  # GiB (2**30 bytes); the name stays "gb" so that older links still open
 SEED_RANGE = (0, 99_999)
 IMAGE = 32
 MLP_FEATURES = 256
@@ -51,7 +54,7 @@ class MemoryOptions:
     precision: str = "fp32"
     checkpointing: bool = False
     accumulation: int = 1
-    budget_gb: int = 24
+    budget_gb: int = 24  # GiB
     seed: int = 0
     device: str = "cpu"
 
@@ -80,11 +83,6 @@ class MemoryOptions:
         if self.preset == "transformer" and self.width % self.heads:
             raise ValueError(f"width {self.width} must be divisible by heads {self.heads}")
 
-    @property
-    def micro_batch(self) -> int:
-        """Gradient accumulation splits the batch: only one micro-batch's activations are alive at a time."""
-        return max(self.batch_size // self.accumulation, 1)
-
 
 def build(options: MemoryOptions, batch: int) -> tuple[nn.Sequential, torch.Tensor]:
     """The preset as an nn.Sequential of top-level blocks (the unit of checkpointing), and one input batch."""
@@ -105,62 +103,143 @@ def build(options: MemoryOptions, batch: int) -> tuple[nn.Sequential, torch.Tens
     return nn.Sequential(*layers), torch.randn(batch, options.seq_len, width)
 
 
+def element_bytes(options: MemoryOptions) -> int:
+    """The width autocast computes the presets' matmuls, convolutions and activations in."""
+    return 4 if options.precision == "fp32" else 2
+
+
 def predicted_activations(options: MemoryOptions, batch: int) -> int:
-    """A closed form per preset, in bytes (fp32 unless autocast): what the lab compares the measurement with."""
-    element = 4 if options.precision == "fp32" else 2
-    b, w, d = batch, options.width, options.depth
-    if options.checkpointing:  # only each block's input survives the forward (plus the last output)
-        per_block_input = {"mlp": b * w, "cnn": b * w * IMAGE * IMAGE, "transformer": b * options.seq_len * w}
-        return 4 * per_block_input[options.preset] * d
-    if options.preset == "mlp":  # each block saves its Linear's input and its GELU's input
-        return element * (b * MLP_FEATURES + (2 * d - 1) * b * w) + 4 * b * w
-    if options.preset == "cnn":  # conv input, BatchNorm input, ReLU output per block, on 32x32 maps
-        return 4 * (b * 3 * IMAGE * IMAGE + 2 * d * b * w * IMAGE * IMAGE + b * w)
-    # Korthikanti et al. 2022: sbh(34 + 5as/h) bytes per layer for 16-bit activations and 1-byte dropout
-    # masks; at 4-byte elements the 2-byte terms double: sbh(66 + 9as/h).
-    s, h, a = options.seq_len, w, options.heads
-    per_layer = s * b * h * 34 + 5 * a * s * s * b if element == 2 else s * b * h * 66 + 9 * a * s * s * b
-    return per_layer * d
+    """What each preset saves for backward at this (micro-)batch, in bytes: the lab's closed forms.
+
+    Counted as explorers.saved counts: the batch itself is not, but under autocast its low-precision
+    copy (the first layer's saved input) is. The lab's loss, `output.float().pow(2).mean()`, keeps the
+    output in fp32. With checkpointing only block boundaries stay: every top-level block's input but
+    the batch, and the output the loss keeps.
+    """
+    e, b, w, d = element_bytes(options), batch, options.width, options.depth
+    low_precision = e < 4
+    if options.preset == "mlp":
+        if options.checkpointing:  # the d block outputs the checkpoints keep, the loss's fp32 output
+            return e * d * b * w + 4 * b
+        batch_copy = e * b * MLP_FEATURES if low_precision else 0
+        return batch_copy + e * 2 * d * b * w + 4 * b  # GELU's input and output per block
+    if options.preset == "cnn":
+        maps = b * w * IMAGE * IMAGE
+        if options.checkpointing:
+            return e * d * maps + 4 * 10 * b
+        batch_copy = e * b * 3 * IMAGE * IMAGE if low_precision else 0
+        norm_statistics = 2 * 4 * w * d  # BatchNorm's saved fp32 mean and inverse deviation, per channel
+        return batch_copy + e * (2 * d * maps + b * w) + norm_statistics + 4 * 10 * b  # BN input, ReLU output
+    if options.checkpointing:  # each layer ends in LayerNorm, which autocast keeps in fp32
+        return 4 * d * options.seq_len * b * w
+    return d * published_per_layer(options, b)
+
+
+def published_per_layer(options: MemoryOptions, batch: int) -> int:
+    """Korthikanti et al. 2022: sbh(34 + 5as/h) bytes per layer, for 2-byte values and 1-byte dropout masks.
+
+    At fp32 the 2-byte values take 4 bytes and the masks stay at one: sbh(66 + 9as/h).
+    """
+    per_token, per_score = published_coefficients(options)
+    s, h, a = options.seq_len, options.width, options.heads
+    return per_token * s * batch * h + per_score * a * s * s * batch
+
+
+def published_coefficients(options: MemoryOptions) -> tuple[int, int]:
+    return (34, 5) if element_bytes(options) == 2 else (66, 9)
+
+
+def predicted_weight_copies(options: MemoryOptions) -> int:
+    """Autocast's low-precision weight casts that backward needs (none at fp32, none kept under checkpointing).
+
+    A layer keeps its weight's copy to compute its input's gradient, so a first layer whose input
+    (the batch) needs no gradient keeps none, except a convolution, which saves its weight anyway.
+    """
+    if element_bytes(options) == 4 or options.checkpointing:
+        return 0
+    w, d = options.width, options.depth
+    weights = {
+        "mlp": (d - 1) * w * w + w,
+        "cnn": 9 * 3 * w + 9 * (d - 1) * w * w + 10 * w,
+        "transformer": 9 * w * w * d + 3 * w * w * (d - 1),  # out, linear1, linear2; in-projection past the first
+    }[options.preset]
+    return 2 * weights
 
 
 @dataclass(frozen=True)
 class Point:
     batch: int
+    micro_batch: int  # the batch each forward and backward sees (batch // accumulation)
     result: Measurement
     measured: bool  # False: estimated on fake tensors
+    # Transformer without checkpointing: bytes per layer per (s·b·h) and per (a·s²·b) that PyTorch's
+    # layer keeps, fitted from estimates at two sequence lengths, to set beside the published formula's.
+    fitted_coefficients: tuple[float, float] | None = None
 
 
-def _step_options(options: MemoryOptions) -> dict:
-    return {"optimizer": options.optimizer, "precision": options.precision, "checkpointing": options.checkpointing}
+def micro_batch(options: MemoryOptions, batch: int) -> int:
+    return max(batch // options.accumulation, 1)
+
+
+def _step_options(options: MemoryOptions, batch: int) -> dict:
+    micro = micro_batch(options, batch)
+    return {
+        "optimizer": options.optimizer,
+        "precision": options.precision,
+        "checkpointing": options.checkpointing,
+        # Micro-batches past the second repeat its memory exactly: two show what accumulation keeps alive.
+        "micro_batches": min(options.accumulation, 2),
+        "predictions": {
+            "activations": predicted_activations(options, micro),
+            "weight_copies": predicted_weight_copies(options),
+        },
+    }
 
 
 @functools.lru_cache(maxsize=1024)  # estimates are pure functions of frozen options: safe to share
 def estimate_point(options: MemoryOptions, batch: int) -> Measurement:
-    micro = max(batch // options.accumulation, 1)
-    return your_model.estimate(
-        lambda: build(options, micro),
-        **_step_options(options),
-        predicted_activations=predicted_activations(options, micro),
-    )
+    return your_model.estimate(lambda: build(options, micro_batch(options, batch)), **_step_options(options, batch))
 
 
 def measure_point(options: MemoryOptions, batch: int) -> Measurement:
-    micro = max(batch // options.accumulation, 1)
     with isolated_rng(options.seed, options.device):
-        model, example = build(options, micro)
-    model, example = model.to(options.device), example.to(options.device)
-    return your_model.measure(
-        model, example, **_step_options(options), predicted_activations=predicted_activations(options, micro)
+        model, example = build(options, micro_batch(options, batch))
+        model, example = model.to(options.device), example.to(options.device)
+        return your_model.measure(model, example, **_step_options(options, batch))
+
+
+def fitted_coefficients(options: MemoryOptions, batch: int) -> tuple[float, float]:
+    """Per layer, the bytes PyTorch's encoder layer keeps per (s·b·h) and per (a·s²·b) at this batch.
+
+    Activations are d·b·(j·s·h + k·a·s²) bytes, so activations / s is linear in s: estimates at two
+    sequence lengths give j and k exactly. (At batch 1 some views share storage, so fit at the batch.)
+    """
+    s1 = options.seq_len
+    s2 = s1 // 2 if s1 >= 2 * SEQ_RANGE[0] else 2 * s1
+    b, d, h, a = micro_batch(options, batch), options.depth, options.width, options.heads
+    per_s = {s: _estimated_activations(dataclasses.replace(options, seq_len=s), b) / s for s in (s1, s2)}
+    per_score = (per_s[s2] - per_s[s1]) / (s2 - s1) / (d * b * a)
+    per_token = (per_s[s1] - d * b * per_score * a * s1) / (d * b * h)
+    return per_token, per_score
+
+
+@functools.lru_cache(maxsize=1024)
+def _estimated_activations(options: MemoryOptions, micro: int) -> int:
+    activations, _ = your_model.estimate_saved(
+        lambda: build(options, micro), precision=options.precision, checkpointing=options.checkpointing
     )
+    return activations
 
 
 def point(options: MemoryOptions, batch: int, limit: int = MEASURE_LIMIT_BYTES) -> Point:
     """Estimate first (free); measure for real only when the estimate fits comfortably and safely."""
     estimate = estimate_point(options, batch)
     safe = min(limit, int(SAFE_SHARE * engine.available_memory_bytes()))
-    if estimate.peak <= safe:
-        return Point(batch, measure_point(options, batch), measured=True)
-    return Point(batch, estimate, measured=False)
+    measured = estimate.peak <= safe
+    published = options.preset == "transformer" and not options.checkpointing
+    fitted = fitted_coefficients(options, batch) if published else None
+    result = measure_point(options, batch) if measured else estimate
+    return Point(batch, micro_batch(options, batch), result, measured, fitted)
 
 
 def batch_point(options: MemoryOptions, report=None) -> Point:
@@ -194,8 +273,12 @@ def sweep_batches(options: MemoryOptions, count: int = 8) -> tuple[int, ...]:
     return BATCHES[start : start + count]
 
 
-def largest_batch_that_fits(options: MemoryOptions, budget_bytes: int) -> int | None:
-    """The largest power-of-two batch whose estimated peak fits, from fake-tensor estimates only.
+def budget_bytes(options: MemoryOptions) -> int:
+    return options.budget_gb * 2**30
+
+
+def largest_batch_that_fits(options: MemoryOptions, budget: int) -> int | None:
+    """The largest power-of-two batch whose estimated steady-state peak fits, from fake-tensor estimates only.
 
     The peak is affine in the batch size (fixed state plus per-sample activations), so two
     estimates give a first guess, and a few more settle it on the power-of-two grid.
@@ -203,13 +286,13 @@ def largest_batch_that_fits(options: MemoryOptions, budget_bytes: int) -> int | 
     low, high = BATCHES[4], BATCHES[5]
     peak_low, peak_high = (estimate_point(options, b).peak for b in (low, high))
     per_sample = max((peak_high - peak_low) / (high - low), 1)
-    guess = (budget_bytes - (peak_low - per_sample * low)) / per_sample
+    guess = (budget - (peak_low - per_sample * low)) / per_sample
     index = max((i for i, b in enumerate(BATCHES) if b <= guess), default=0)
     fits = {}
 
     def check(i: int) -> bool:
         if i not in fits:
-            fits[i] = estimate_point(options, BATCHES[i]).peak <= budget_bytes
+            fits[i] = estimate_point(options, BATCHES[i]).peak <= budget
         return fits[i]
 
     while index > 0 and not check(index):
@@ -229,26 +312,21 @@ REMEDIES = {
 
 
 def remedies_table(options: MemoryOptions, report: Callable[[int, int], None] | None = None) -> list[dict]:
-    """The largest batch that fits the chosen budget, as configured and under each single remedy."""
-    budget = options.budget_gb * 10**9
+    """The largest batch whose estimated steady-state peak fits the budget, as configured and under each remedy."""
     rows = []
     for index, (name, change) in enumerate(REMEDIES.items()):
         if report:
             report(index, len(REMEDIES))
         changed = dataclasses.replace(options, **change)
-        largest = largest_batch_that_fits(changed, budget)
+        largest = largest_batch_that_fits(changed, budget_bytes(options))
         rows.append(
             {
                 "remedy": name,
-                "largest batch": largest if largest else "none fits",
-                "peak at that batch": _gb(estimate_point(changed, largest).peak) if largest else "-",
+                "largest batch": f"{largest:,}" if largest else "none fits",
+                "estimated peak at that batch": format_bytes(estimate_point(changed, largest).peak) if largest else "-",
             }
         )
     return rows
-
-
-def _gb(n: int) -> str:
-    return f"{n / 10**9:.2f} GB" if n >= 10**8 else f"{n / 2**20:.1f} MiB"
 
 
 # --- Accidental retention ----------------------------------------------------------------
@@ -266,19 +344,17 @@ def retention(options: MemoryOptions = RETENTION_OPTIONS, report=None, steps: in
     - evaluation, buggy: `total += loss` with no backward and no `no_grad`: every step's
       activations stay alive through the running total.
     """
-    from torch.distributed._tools.mem_tracker import MemTracker
-
     curves = {}
     for name in ("training, loss.item()", "training, sum of loss tensors", "evaluation, sum of loss tensors"):
         with isolated_rng(options.seed, options.device):
             model, example = build(dataclasses.replace(options, checkpointing=False), batch)
+        model, example = model.to(options.device), example.to(options.device)
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-        tracker = MemTracker()
-        tracker.track_external(model, optimizer, example)
+        tracker = LiveBytes()
+        tracker.add([*model.parameters(), *model.buffers(), example], "model and batch")
         live, total = [], 0.0
         with tracker:
             for _ in range(steps):
-                tracker.reset_mod_stats()
                 loss = model(example).float().pow(2).mean()
                 if name.startswith("training"):
                     loss.backward()
@@ -286,7 +362,7 @@ def retention(options: MemoryOptions = RETENTION_OPTIONS, report=None, steps: in
                     optimizer.zero_grad(set_to_none=True)
                 total = total + (loss.item() if name.endswith("item()") else loss)
                 del loss
-                live.append(your_model._live(tracker, example.device))
+                live.append(tracker.total)
         curves[name] = live
         if report:
             report(len(curves), 3)

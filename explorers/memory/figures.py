@@ -1,35 +1,71 @@
-"""The Memory lab's figures, drawn from measured points (no torch runs here)."""
+"""The Memory lab's figures, drawn from measured points (no torch runs here).
+
+Every axis picks the binary unit its largest value reads best in (B, KiB, MiB, GiB, TiB), and
+hovering a bar or point shows its exact size in the same units the lesson uses.
+"""
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
-from explorers.memory.experiment import MemoryOptions, Point
-from explorers.memory.your_model import CATEGORIES, Measurement
+from explorers.memory.experiment import MemoryOptions, Point, budget_bytes
+from explorers.memory.your_model import Measurement
+from explorers.units import BYTE_UNITS, format_bytes
 
+STACKED = {  # Measurement attribute -> legend name, bottom to top
+    "parameters": "parameters",
+    "gradients": "gradients",
+    "optimizer_state": "optimizer state",
+    "activations": "activations",
+    "weight_copies": "weight copies",
+    "batch": "batch",
+}
 CATEGORY_COLOURS = {
     "parameters": "#1f77b4",
     "gradients": "#ff7f0e",
     "optimizer_state": "#2ca02c",
     "activations": "#d62728",
-    "temporaries": "#9467bd",
+    "weight_copies": "#9467bd",
+    "batch": "#7f7f7f",
 }
 
 
-def sweep_figure(points: tuple[Point, ...], options: MemoryOptions) -> go.Figure:
-    """The four measured categories stacked per batch size, with the step's real peak as a marker.
+def axis_unit(largest: float) -> tuple[str, int]:
+    """The binary unit in which `largest` bytes reads as a number from 1 to 1023."""
+    exponent = min(int(math.log(largest, 1024)) if largest >= 1 else 0, len(BYTE_UNITS) - 1)
+    return BYTE_UNITS[exponent], 1024**exponent
 
-    The stack can exceed the peak: activations are freed during backward, before the
-    optimizer's state is created, so the categories are never all alive at once.
+
+def _stacked_categories(points: tuple[Point, ...]) -> list[str]:
+    """Every category, but weight copies only where autocast made some."""
+    return [c for c in STACKED if c != "weight_copies" or any(p.result.weight_copies for p in points)]
+
+
+def sweep_figure(points: tuple[Point, ...], options: MemoryOptions) -> go.Figure:
+    """Each category stacked per batch size, with both steps' real peaks as markers.
+
+    The stack can exceed the peaks: the categories are never all alive at the same moment.
     """
     labels = [f"{p.batch:,}" + ("" if p.measured else " (est.)") for p in points]
+    categories = _stacked_categories(points)
+    tallest = max(
+        max(p.result.peak, p.result.first_step.peak, sum(getattr(p.result, c) for c in categories)) for p in points
+    )
+    budget = budget_bytes(options)
+    draw_budget = tallest >= budget / 20  # only where it does not flatten every bar
+    unit, scale = axis_unit(max(tallest, budget) if draw_budget else tallest)
     figure = go.Figure()
-    for category in CATEGORIES[:4]:
+    for category in categories:
+        sizes = [getattr(p.result, category) for p in points]
         figure.add_trace(
             go.Bar(
-                name=category.replace("_", " "),
+                name=STACKED[category],
                 x=labels,
-                y=[getattr(p.result, category) / 2**20 for p in points],
+                y=[size / scale for size in sizes],
+                customdata=[format_bytes(size) for size in sizes],
+                hovertemplate="%{customdata}",
                 marker={
                     "color": CATEGORY_COLOURS[category],
                     "pattern": {"shape": ["" if p.measured else "/" for p in points]},
@@ -37,64 +73,88 @@ def sweep_figure(points: tuple[Point, ...], options: MemoryOptions) -> go.Figure
                 },
             )
         )
-    figure.add_trace(
-        go.Scatter(
-            x=labels,
-            y=[p.result.peak / 2**20 for p in points],
-            mode="markers",
-            name="peak",
-            marker={"symbol": "diamond", "size": 13, "color": "black"},
-        )
-    )
-    budget_mib = options.budget_gb * 10**9 / 2**20
-    tallest = max(max(p.result.peak, sum(getattr(p.result, c) for c in CATEGORIES[:4])) for p in points) / 2**20
-    title = "Memory of one training step, by batch size"
-    if tallest >= budget_mib / 20:  # draw the device line only where it does not flatten every bar
+    for name, step, symbol in (("peak, step 2 on", "steady_step", "diamond"), ("peak, step 1", "first_step", "x")):
+        peaks = [getattr(p.result, step).peak for p in points]
         figure.add_trace(
             go.Scatter(
                 x=labels,
-                y=[budget_mib] * len(points),
+                y=[peak / scale for peak in peaks],
+                customdata=[format_bytes(peak) for peak in peaks],
+                hovertemplate="%{customdata}",
+                mode="markers",
+                name=name,
+                marker={"symbol": symbol, "size": 13, "color": "black"},
+            )
+        )
+    title = "Memory of a training step, by batch size"
+    if draw_budget:
+        figure.add_trace(
+            go.Scatter(
+                x=labels,
+                y=[budget / scale] * len(points),
                 mode="lines",
-                name=f"{options.budget_gb} GB device",
+                name=f"{options.budget_gb} GiB device",
                 line={"dash": "dash", "color": "#d62728"},
             )
         )
     else:
-        title += f"<br><sub>all far below the {options.budget_gb} GB device</sub>"
+        title += f"<br><sub>all far below the {options.budget_gb} GiB device</sub>"
     figure.update_layout(
         barmode="stack",
         title=title,
-        yaxis_title="MiB",
+        yaxis_title=unit,
         height=470,
-        xaxis_title="batch size (outlined: yours; hatched: estimated on fake tensors)",
+        xaxis_title=(
+            "batch size"
+            + (f", in {options.accumulation} micro-batches" if options.accumulation > 1 else "")
+            + " (outlined: yours; hatched: estimated on fake tensors)"
+        ),
         legend={"orientation": "h", "y": -0.3},
     )
     return figure
 
 
 def timeline_figure(result: Measurement) -> go.Figure:
-    figure = go.Figure(
-        go.Scatter(
-            x=[name for name, _ in result.timeline],
-            y=[b / 2**20 for _, b in result.timeline],
-            mode="lines+markers",
-            line={"shape": "hv", "width": 3},
-            marker={"size": 10},
+    """Live bytes at the moments of steps 1 and 2, and each step's peak (reached inside a phase)."""
+    steps = {"step 1": result.first_step, "step 2 on": result.steady_step}
+    unit, scale = axis_unit(max(step.peak for step in steps.values()))
+    figure = go.Figure()
+    for name, step in steps.items():
+        figure.add_trace(
+            go.Scatter(
+                x=[moment for moment, _ in step.timeline],
+                y=[size / scale for _, size in step.timeline],
+                customdata=[format_bytes(size) for _, size in step.timeline],
+                hovertemplate="%{customdata}",
+                name=name,
+                mode="lines+markers",
+                line={"shape": "hv", "width": 3, "dash": "dot" if name == "step 1" else "solid"},
+                marker={"size": 10},
+            )
         )
+    first, steady = steps.values()
+    peaks = {first.peak: "step 1", steady.peak: "step 2 on"}
+    if first.peak == steady.peak:
+        peaks = {first.peak: "steps 1 and 2"}
+    for peak, whose in peaks.items():
+        figure.add_hline(y=peak / scale, line_dash="dot", annotation_text=f"peak, {whose}: {format_bytes(peak)}")
+    figure.update_layout(
+        title="Live memory through a training step", yaxis_title=unit, height=380, legend={"orientation": "h"}
     )
-    figure.add_hline(y=result.peak / 2**20, line_dash="dot", annotation_text=f"peak {result.peak / 2**20:.1f} MiB")
-    figure.update_layout(title="Live memory through one training step", yaxis_title="MiB", height=380)
     return figure
 
 
 def retention_figure(curves: dict[str, list[int]]) -> go.Figure:
+    unit, scale = axis_unit(max(max(live) for live in curves.values()))
     figure = go.Figure()
     for name, live in curves.items():
         dash = "dot" if name.endswith("item()") else "solid"  # the two training loops overlap exactly
         figure.add_trace(
             go.Scatter(
                 x=list(range(1, len(live) + 1)),
-                y=[b / 2**20 for b in live],
+                y=[b / scale for b in live],
+                customdata=[format_bytes(b) for b in live],
+                hovertemplate="%{customdata}",
                 name=name,
                 mode="lines+markers",
                 line={"dash": dash, "width": 3},
@@ -103,7 +163,7 @@ def retention_figure(curves: dict[str, list[int]]) -> go.Figure:
     figure.update_layout(
         title="Live memory after each step",
         xaxis_title="step",
-        yaxis_title="MiB",
+        yaxis_title=unit,
         height=380,
         legend={"orientation": "h", "y": -0.3},
     )

@@ -1,57 +1,296 @@
-"""The Memory lab's lesson: what the measured step shows, in sentences bound to its numbers."""
+"""The Memory lab's lesson: what the measured steps show, in sentences built from their numbers.
+
+Each sentence is computed from the point it describes; one whose premise does not hold for
+this run (no optimizer state, no weight copies, no second measured batch) is left out.
+"""
 
 from __future__ import annotations
 
-from explorers.memory.experiment import MemoryOptions, Point
-from explorers.memory.your_model import Measurement
+from explorers.memory.experiment import (
+    IMAGE,
+    MemoryOptions,
+    Point,
+    element_bytes,
+    published_coefficients,
+)
+from explorers.memory.your_model import Measurement, StepMemory
+from explorers.units import format_bytes, format_number
+
+PHASES = {"forward": "the forward pass", "backward": "the backward pass", "optimizer step": "the optimizer step"}
+PART_ORDER = (
+    "parameters",
+    "buffers",
+    "batch",
+    "gradients",
+    "optimizer state",
+    "activations",
+    "weight copies",
+    "forward temporaries",
+    "backward temporaries",
+    "optimizer step temporaries",
+    "zero_grad temporaries",
+)
+# The parts a training step holds in full at some moment: name -> Measurement attribute.
+WHOLE_PARTS = {
+    "parameters": "parameters",
+    "buffers": "buffers",
+    "batch": "batch",
+    "gradients": "gradients",
+    "optimizer state": "optimizer_state",
+    "activations": "activations",
+    "weight copies": "weight_copies",
+}
+METRICS = ("parameters", "gradients", "optimizer state", "activations", "weight copies", "batch")  # shown per run
+PROPORTIONAL = 0.01  # a batch-independent part under 1% of the smallest activations counts as none
 
 
-def explain(options: MemoryOptions, result: Measurement, points: tuple[Point, ...]) -> list[str]:
-    mib = lambda n: f"{n / 2**20:,.1f} MiB"  # noqa: E731
-    lines = [
-        f"Parameters **{mib(result.parameters)}**, gradients **{mib(result.gradients)}** and optimizer state "
-        f"**{mib(result.optimizer_state)}** ({options.optimizer}) do not depend on the batch size; activations saved "
-        f"for backward (**{mib(result.activations)}** at batch {options.batch_size:,}) do.",
-    ]
-    measured = [p for p in points if p.measured]
-    if len(measured) >= 2:
-        first, last = measured[0], measured[-1]
-        ratio = last.result.activations / max(first.result.activations, 1)
-        lines.append(
-            f"From batch {first.batch:,} to {last.batch:,} ({last.batch // first.batch}x) the measured "
-            f"activations grew {ratio:.1f}x: linear in the batch."
-        )
-    predicted = result.predicted.get("activations")
-    if predicted:
-        gap = result.activations / predicted
-        lines.append(
-            f"The closed form predicts {mib(predicted)} of activations; measured {mib(result.activations)} "
-            f"({gap:.2f}x). " + _gap_reason(options, gap)
-        )
+def explain(options: MemoryOptions, point: Point, points: tuple[Point, ...]) -> list[str]:
+    result = point.result
+    lines = [_categories(options, point)]
+    if result.weight_copies:
+        lines.append(_weight_copies(point, points))
+    batch = "micro-batch" if options.accumulation > 1 else "batch"
     lines.append(
-        f"The peak ({mib(result.peak)}) is a moment, not a sum: at that moment "
-        + ", ".join(f"{k.replace('_', ' ')} {mib(v)}" for k, v in result.at_peak.items() if v)
-        + "."
+        f"The {batch} itself (**{format_bytes(result.batch)}** of input) is not an activation: it exists without "
+        "a graph. It is a part of its own at the peak."
     )
+    growth = _growth(options, points)
+    if growth:
+        lines.append(growth)
+    lines += _formula(options, point)
+    lines += _peaks(result)
     if options.accumulation > 1:
-        lines.append(
-            f"With {options.accumulation} accumulation steps only a micro-batch of {options.micro_batch:,} "
-            "is alive at once: activations shrink, parameters, gradients and optimizer state do not."
-        )
+        lines.append(_accumulation(options, point))
     return lines
 
 
-def _gap_reason(options: MemoryOptions, gap: float) -> str:
-    if 0.95 <= gap <= 1.05:
-        return "They agree."
-    if options.precision != "fp32":
+def _how(point: Point) -> str:
+    return "measured" if point.measured else "estimated on fake tensors"
+
+
+def _found(point: Point, size: float) -> str:
+    return f"measured {format_bytes(size)}" if point.measured else f"estimated {format_bytes(size)} on fake tensors"
+
+
+def _batch_words(options: MemoryOptions, point: Point) -> str:
+    if options.accumulation > 1:
+        return f"a micro-batch of {point.micro_batch:,}"
+    return f"batch {point.batch:,}"
+
+
+def _categories(options: MemoryOptions, point: Point) -> str:
+    result = point.result
+    keeps_none = " keeps none" if not result.optimizer_state else ""
+    return (
+        f"Parameters **{format_bytes(result.parameters)}**, gradients **{format_bytes(result.gradients)}** and "
+        f"optimizer state **{format_bytes(result.optimizer_state)}** ({options.optimizer}{keeps_none}) do not depend "
+        f"on the batch size; the activations saved for backward do: **{format_bytes(result.activations)}** at "
+        f"{_batch_words(options, point)} ({_how(point)})."
+    )
+
+
+def _weight_copies(point: Point, points: tuple[Point, ...]) -> str:
+    result = point.result
+    same = len({p.result.weight_copies for p in points}) == 1
+    predicted = result.predicted.get("weight_copies")
+    return (
+        "Autocast also saves low-precision copies of the weights for backward: "
+        f"**{format_bytes(result.weight_copies)}**"
+        + (" at every batch size in the sweep" if same and len(points) > 1 else "")
+        + ", shown apart from the activations"
+        + (f" (predicted {format_bytes(predicted)}: 2 bytes per weight that backward needs)" if predicted else "")
+        + "."
+    )
+
+
+def _growth(options: MemoryOptions, points: tuple[Point, ...]) -> str | None:
+    """How the measured activations grew across the sweep, from its first and last measured micro-batch."""
+    measured = [p for p in points if p.measured]
+    if len(measured) < 2 or measured[0].micro_batch == measured[-1].micro_batch:
+        return None
+    first, last = measured[0], measured[-1]
+    a1, a2 = first.result.activations, last.result.activations
+    m1, m2 = first.micro_batch, last.micro_batch
+    sentence = (
+        f"From {'micro-batch' if options.accumulation > 1 else 'batch'} {m1:,} to {m2:,} "
+        f"({format_number(m2 / m1)}x) the measured activations grew {format_number(a2 / max(a1, 1))}x"
+    )
+    per_sample = (a2 - a1) / (m2 - m1)
+    fixed = a1 - per_sample * m1
+    if abs(fixed) <= PROPORTIONAL * a1:
+        return sentence + ": in proportion to the batch."
+    if fixed > 0:
         return (
-            "Autocast keeps low-precision copies of the weights for backward and leaves some ops (losses, "
-            "normalisations) in fp32, so the 2-byte formula is off."
+            sentence + f": {format_bytes(per_sample)} per sample, plus {format_bytes(fixed)} that does not depend "
+            "on the batch."
         )
-    if options.preset == "transformer":
+    return sentence + "."
+
+
+def _formula(options: MemoryOptions, point: Point) -> list[str]:
+    result = point.result
+    predicted, actual = result.predicted["activations"], result.activations
+    if point.fitted_coefficients is not None:
+        return _published_formula(options, point)
+    if actual == predicted:
+        return [f"The closed form ({_formula_terms(options, point)}) predicts exactly what was {_how(point)}."]
+    closeness = "within 1%" if abs(actual - predicted) <= 0.01 * predicted else f"{format_number(actual / predicted)}x"
+    return [
+        f"The closed form ({_formula_terms(options, point)}) predicts {format_bytes(predicted)}; "
+        f"{_found(point, actual)} ({closeness})."
+    ]
+
+
+def _formula_terms(options: MemoryOptions, point: Point) -> str:
+    d, m, w, e = options.depth, point.micro_batch, options.width, element_bytes(options)
+    loss = "and the output the loss keeps in fp32"
+    batch_copy = f"the batch's {e}-byte copy, " if e < 4 else ""
+    if options.preset == "mlp":
+        if options.checkpointing:
+            return f"{d} block outputs of {m:,}×{w:,} values at {e} bytes, which the checkpoints keep, {loss}"
+        return f"each block's GELU input and output, 2×{d}×{m:,}×{w:,} values at {e} bytes, {batch_copy}{loss}"
+    if options.preset == "cnn":
+        maps = f"{m:,}×{w:,}×{IMAGE}×{IMAGE}"
+        if options.checkpointing:
+            return f"{d} block outputs of {maps} values at {e} bytes, which the checkpoints keep, {loss}"
         return (
-            "The published formula assumes 1-byte dropout masks and Megatron's layer; PyTorch's encoder layer "
-            "saves a different set of tensors (its attention is fused)."
+            f"each block's BatchNorm input and ReLU output, 2×{d}×{maps} values at {e} bytes, the pooled features, "
+            f"BatchNorm's saved statistics, {batch_copy}{loss}"
         )
-    return "The formula counts only the main saved tensors; small ones (norm statistics, the loss) make up the rest."
+    return (
+        f"{d} block boundaries of {m:,}×{options.seq_len:,}×{w:,} values at 4 bytes, as LayerNorm's output stays "
+        "fp32: every block's input but the batch, and the output the loss keeps"
+    )
+
+
+def _published_formula(options: MemoryOptions, point: Point) -> list[str]:
+    result = point.result
+    predicted, actual = result.predicted["activations"], result.activations
+    per_token, per_score = point.fitted_coefficients
+    token0, score0 = published_coefficients(options)
+    d, b, s, h, a = options.depth, point.micro_batch, options.seq_len, options.width, options.heads
+    at_fp32 = "; at fp32 its values take 4 bytes: sbh(66 + 9as/h)" if element_bytes(options) == 4 else ""
+    other_s = s // 2 if s >= 16 else 2 * s
+    lines = [
+        "The published formula, sbh(34 + 5as/h) bytes per layer (Korthikanti et al. 2022: Megatron's layer, "
+        f"2-byte values, 1-byte dropout masks{at_fp32}), predicts {format_bytes(predicted)}; "
+        f"{_found(point, actual)} ({format_number(actual / predicted)}x).",
+        f"Estimating sequence lengths {s:,} and {other_s:,} separates the two terms: per layer, PyTorch's encoder "
+        f"layer keeps {format_number(per_token)} bytes per token per hidden unit (the formula: {token0}) and "
+        f"{format_number(per_score)} bytes per attention score (the formula: {score0}). The first accounts for "
+        f"{format_bytes((per_token - token0) * s * b * h * d)} of the difference, the second for "
+        f"{format_bytes((per_score - score0) * a * s * s * b * d)}.",
+    ]
+    attention = _attention(result.graph_ops, per_score)
+    if attention:
+        lines.append(attention)
+    return lines
+
+
+def _attention(graph_ops: tuple[str, ...], per_score: float) -> str | None:
+    """What the recorded graph says about attention: fused into one node, or op by op."""
+    fused = [op for op in graph_ops if "Attention" in op]
+    softmax = [op for op in graph_ops if "Softmax" in op]
+    if fused:
+        return f"The graph recorded attention fused into one node ({', '.join(fused)})."
+    if softmax and "BmmBackward0" in graph_ops:
+        kept = ""
+        if per_score > 0:
+            kept = f", and those saved for backward take the {format_number(per_score)} bytes per score"
+        return (
+            f"The graph recorded attention op by op (BmmBackward0, {', '.join(softmax)}), not fused: s×s attention "
+            f"matrices are materialised{kept}."
+        )
+    return None
+
+
+def _parts(step: StepMemory) -> str:
+    order = {name: i for i, name in enumerate(PART_ORDER)}
+    named = sorted((name for name, size in step.at_peak.items() if size), key=lambda n: order.get(n, len(order)))
+    return ", ".join(f"{name} {format_bytes(step.at_peak[name])}" for name in named)
+
+
+def _during(step: StepMemory) -> str:
+    return PHASES.get(step.peak_phase, step.peak_phase)
+
+
+def _peaks(result: Measurement) -> list[str]:
+    first, steady = result.first_step, result.steady_step
+    same = first.peak == steady.peak and first.peak_phase == steady.peak_phase and first.at_peak == steady.at_peak
+    if same:
+        lines = [
+            f"Steps 1 and 2 both peaked at **{format_bytes(first.peak)}** during {_during(first)}: {_parts(first)}."
+        ]
+    else:
+        lines = [
+            f"Step 1 peaked at **{format_bytes(first.peak)}** during {_during(first)}: {_parts(first)}.",
+            f"Step 2, which every later step repeats, peaked at **{format_bytes(steady.peak)}** during "
+            f"{_during(steady)}: {_parts(steady)}.",
+        ]
+    state = steady.at_peak.get("optimizer state", 0)
+    if not result.optimizer_state:
+        if same:
+            lines.append("With no optimizer state, step 2 holds what step 1 held.")
+    elif steady.peak > first.peak and state and steady.peak_phase in ("forward", "backward"):
+        lines.append(
+            f"From step 2 on, the optimizer state ({format_bytes(state)}), made by step 1's optimizer step, is alive "
+            f"through forward and backward and adds to what they hold: the steady peak is "
+            f"{format_bytes(steady.peak - first.peak)} above step 1's, and it is the one a long run must fit."
+        )
+    elif steady.peak_phase == "optimizer step":
+        passes = max(steady.phase_peaks.get("forward", 0), steady.phase_peaks.get("backward", 0))
+        lines.append(
+            f"From step 2 on, the optimizer state ({format_bytes(result.optimizer_state)}) is alive through forward "
+            f"and backward too, but there the step held at most {format_bytes(passes)}, below its optimizer step."
+        )
+    unheld = _not_all_at_once(result)
+    if unheld:
+        lines.append(unheld)
+    return lines
+
+
+def _not_all_at_once(result: Measurement) -> str | None:
+    """Adding up every category overstates the peak when some were not all alive at that moment."""
+    whole = {name: getattr(result, attribute) for name, attribute in WHOLE_PARTS.items()}
+    total = sum(whole.values())
+    steady = result.steady_step
+    if format_bytes(total) == format_bytes(steady.peak) or total < steady.peak:  # only a difference one can see
+        return None
+    partial = [
+        f"{name} {format_bytes(steady.at_peak.get(name, 0))} of {format_bytes(size)}"
+        for name, size in whole.items()
+        if format_bytes(steady.at_peak.get(name, 0)) != format_bytes(size)
+    ]
+    return (
+        f"Adding every category up gives {format_bytes(total)}, more than the steady peak: they are never all "
+        f"alive at once. At the peak the step held {', '.join(partial)}."
+    )
+
+
+def _accumulation(options: MemoryOptions, point: Point) -> str:
+    k, m = options.accumulation, point.micro_batch
+    later = " The lab runs two of them per step: the later ones repeat the second's memory." if k > 2 else ""
+    return (
+        f"With {k} accumulation steps, each forward and backward sees a micro-batch of {m:,} ({k} of them, "
+        f"{k * m:,} samples, per optimizer step): the activations above are one micro-batch's. The gradients stay "
+        f"alive from one micro-batch to the next; parameters and optimizer state do not change.{later}"
+    )
+
+
+def doubling_evidence(points: tuple[Point, ...], batch: int) -> str | None:
+    """What doubling the batch did to each category, when the sweep holds both sizes and the micro-batch doubled."""
+    pair = [p for p in points if p.batch in (batch, 2 * batch)]
+    if len(pair) != 2 or pair[1].micro_batch != 2 * pair[0].micro_batch:
+        return None
+    small, large = (p.result for p in pair)
+    how = {(True, True): "Measured", (False, False): "Estimated on fake tensors"}.get(
+        (pair[0].measured, pair[1].measured), "Measured and estimated"
+    )
+    changes = []
+    for name, attribute in WHOLE_PARTS.items():
+        before, after = getattr(small, attribute), getattr(large, attribute)
+        if before:
+            changes.append(f"{name} ×{after / before:.2f}")
+        elif after:
+            changes.append(f"{name} 0 B → {format_bytes(after)}")
+    return f"{how} just now, batch {batch:,} → {2 * batch:,}: " + ", ".join(changes) + "."

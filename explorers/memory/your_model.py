@@ -1,200 +1,432 @@
-"""Memory lab: where the memory of one training step goes.
+"""Memory lab: where the memory of a training step goes, on your own model.
 
-`measure` runs one real training step (forward, backward, optimizer step) and reports
-bytes for parameters, gradients, optimizer state, activations saved for backward, and
-the peak; with the analytic prediction for each category beside it. It works on any
-device: on the CPU, which has no allocator counter, the peak and the live timeline come
-from `torch.distributed._tools.mem_tracker.MemTracker` (a private API: torch is pinned
-and tests check it), and activations from `saved_tensors_hooks`; on CUDA the peak is
-cross-checked against `torch.cuda.max_memory_allocated`.
+`measure` runs two real training steps (forward, backward, optimizer step, zero_grad) on a
+copy of your model and reports bytes by category, each with its closed-form prediction:
+parameters, gradients, optimizer state, activations saved for backward, autocast's weight
+copies, the batch, and the peak of each step with what was alive at that moment. Step 1 is
+special: the optimizer's state does not exist until its first `step()`. From step 2 on it
+is alive through forward and backward, so step 2 is the steady state every later step
+repeats, and its peak is the one a real loop must fit.
 
-`estimate` runs the same step on fake tensors (`FakeTensorMode`): nothing is allocated,
-so a GPU-sized batch can be explored on a laptop.
+Live bytes come from `tracker.LiveBytes`, which follows every storage the step creates
+(any device, and fake tensors); on CUDA the steady peak is cross-checked against
+`torch.cuda.max_memory_allocated`. `estimate` runs the same steps on fake tensors
+(`FakeTensorMode`): nothing is allocated, so a GPU-sized batch can be explored on a laptop.
 
     from explorers import memory
     m = memory.measure(model, batch, optimizer="adam", precision="bf16", checkpointing=True)
-    m.activations, m.peak, m.predicted
+    m.activations, m.first_step.peak, m.steady_step.peak, m.steady_step.at_peak
 
-What to expect: parameters, gradients and optimizer state do not depend on the batch;
-activations grow linearly with it; checkpointing trades most activations for
-recomputation; Adam keeps two fp32 states per parameter, plain SGD none.
+Your model, its buffers, its `.grad` fields, your input and your random stream are left as
+they were: the steps run on a deep copy of the model (its gradients cleared, in `train()`
+mode) and of the input, which hold the same bytes.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+import copy
+import functools
+import operator
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 import torch
+import torch.utils._pytree as pytree
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.distributed._tools.mem_tracker import MemTracker
 from torch.utils.checkpoint import checkpoint
+
+from explorers import saved
+from explorers.memory.tracker import WEIGHT_COPIES, LiveBytes
 
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
 PRECISIONS = ("fp32", "bf16", "fp16")
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries")
-_TRACKER_CATEGORIES = {  # MemTracker's names -> ours; inputs, buffers and "other" count as temporaries
-    "Parameter": "parameters",
-    "Gradient": "gradients",
-    "Optstate": "optimizer_state",
-    "Activation": "activations",
-}
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "weight_copies", "batch")
+STEPS = 2  # step 2 is the steady state: every later step holds the same tensors at the same moments
+
+
+@dataclass(frozen=True)
+class StepMemory:
+    """Live bytes through one training step."""
+
+    peak: int
+    peak_phase: str  # "forward", "backward", "optimizer step" or "zero_grad"
+    at_peak: dict[str, int]  # what was alive at the peak, by kind; sums to `peak`
+    phase_peaks: dict[str, int]  # the highest live total within each phase
+    timeline: tuple[tuple[str, int], ...]  # (moment, live bytes) through the step
 
 
 @dataclass(frozen=True)
 class Measurement:
     parameters: int
+    buffers: int
+    batch: int  # the input tensors (as explorers.saved defines it, the batch is not an activation)
     gradients: int
     optimizer_state: int
-    activations: int  # saved for backward: distinct storages, parameters and buffers excluded
-    peak: int  # the highest live total during the step
-    at_peak: dict[str, int]  # what was alive at that moment, by category (sums to peak)
-    predicted: dict[str, int]  # analytic values for the same categories (activations where a formula exists)
-    timeline: tuple[tuple[str, int], ...]  # (moment, live bytes) through the step
+    activations: int  # saved for backward as explorers.saved defines it, less the weight copies
+    weight_copies: int  # saved for backward too: autocast's low-precision casts of the weights
+    first_step: StepMemory
+    steady_step: StepMemory
+    predicted: dict[str, int]  # closed forms for the same categories (others where `predictions` gives them)
+    graph_ops: tuple[str, ...]  # the autograd node types the forward recorded, e.g. "BmmBackward0"
     estimated: bool  # True when run on fake tensors: nothing was allocated
-    cuda_peak: int | None = None  # torch.cuda.max_memory_allocated during the step, where CUDA exists
-    notes: tuple[str, ...] = field(default=())
+    micro_batches: int = 1  # forward and backward passes per optimizer step
+    cuda_peak: int | None = None  # the steady step's peak by torch.cuda.max_memory_allocated, where CUDA runs
 
-
-def _optimizer(name: str, parameters) -> torch.optim.Optimizer:
-    if name not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, not {name!r}")
-    if name == "sgd":
-        return torch.optim.SGD(parameters, lr=0.01)
-    if name == "sgd_momentum":
-        return torch.optim.SGD(parameters, lr=0.01, momentum=0.9)
-    return {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[name](parameters, lr=1e-3, foreach=False)
+    @property
+    def peak(self) -> int:
+        return self.steady_step.peak
 
 
 def predicted_state(model: nn.Module, optimizer: str) -> dict[str, int]:
     """Parameters, gradients and optimizer state from the parameter list alone."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    parameter_bytes = sum(p.numel() * p.element_size() for p in params)
+    parameter_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
     optimizer_bytes = {
         "sgd": 0,
-        "sgd_momentum": parameter_bytes,  # one momentum buffer per parameter
+        "sgd_momentum": trainable_bytes,  # one momentum buffer per parameter
         # exp_avg and exp_avg_sq per parameter, plus a float32 step count per parameter tensor
-        "adam": 2 * parameter_bytes + 4 * len(params),
-        "adamw": 2 * parameter_bytes + 4 * len(params),
+        "adam": 2 * trainable_bytes + 4 * len(trainable),
+        "adamw": 2 * trainable_bytes + 4 * len(trainable),
     }[optimizer]
-    return {"parameters": parameter_bytes, "gradients": parameter_bytes, "optimizer_state": optimizer_bytes}
+    return {"parameters": parameter_bytes, "gradients": trainable_bytes, "optimizer_state": optimizer_bytes}
 
 
-def _autocast(precision: str, device: torch.device):
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    if not torch.amp.is_autocast_available(device.type):
-        raise ValueError(f"autocast is not available on {device.type}")
-    return torch.autocast(device.type, dtype=dtype)
+def default_loss(output: object) -> torch.Tensor:
+    """The mean square of every floating-point output that depends on a trainable parameter.
 
-
-def _forward(model: nn.Module, example_input: torch.Tensor, checkpointing: bool) -> torch.Tensor:
-    if not checkpointing:
-        return model(example_input)
-    if not isinstance(model, nn.Sequential):
-        raise ValueError("checkpointing is applied per top-level block, so the model must be an nn.Sequential")
-    hidden = example_input
-    for block in model:
-        hidden = checkpoint(block, hidden, use_reentrant=False)
-    return hidden
-
-
-@contextlib.contextmanager
-def _saved_bytes(excluded: set[int], found: dict[int, int]) -> Iterator[None]:
-    """Count distinct storages saved for backward (by storage identity, which fake tensors have too)."""
-
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
-        storage = tensor.untyped_storage()
-        if storage._cdata not in excluded:
-            found[storage._cdata] = storage.nbytes()
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        yield
-
-
-def _default_loss(output: torch.Tensor) -> torch.Tensor:
-    return output.float().pow(2).mean()
-
-
-def _live(tracker: MemTracker, device: torch.device) -> int:
-    snapshot = tracker.get_tracker_snapshot("current")
-    return next((stats["Total"] for dev, stats in snapshot.items() if dev.type == device.type), 0)
+    The output may be a tensor or a tuple, list or dict of them (nested too), as models return.
+    """
+    parts = [
+        t.float().pow(2).mean()
+        for t in pytree.tree_leaves(output)
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad
+    ]
+    if not parts:
+        raise ValueError(
+            "the model returned no floating-point tensor that depends on a trainable parameter; "
+            "pass loss_fn=... to say how to reduce its output to a loss"
+        )
+    return functools.reduce(operator.add, parts)
 
 
 def measure(
     model: nn.Module,
-    example_input: torch.Tensor,
+    example_input: object,
     optimizer: str = "adam",
     precision: str = "fp32",
     checkpointing: bool = False,
-    loss_fn: Callable[[torch.Tensor], torch.Tensor] = _default_loss,
-    predicted_activations: int | None = None,
+    loss_fn: Callable[[object], torch.Tensor] = default_loss,
+    micro_batches: int = 1,
+    predictions: Mapping[str, int] | None = None,
 ) -> Measurement:
-    """One real training step on `model` (trained in place), with every category measured."""
-    device = example_input.device
-    estimated = isinstance(example_input, torch._subclasses.fake_tensor.FakeTensor)
+    """Two real training steps on a copy of `model`, every category measured.
+
+    `example_input` is a tensor (called as `model(x)`), a tuple or list (`model(*x)`) or a
+    dict (`model(**x)`). `loss_fn(output)` reduces the output to a scalar loss. With
+    `micro_batches=k`, each optimizer step follows k forward and backward passes on the
+    input (gradient accumulation: the input is one micro-batch). `predictions` (category -> bytes)
+    are your own closed forms, kept beside the measured values in `predicted`.
+    """
+    _check(model, example_input, optimizer, precision, micro_batches)
+    device = _device(model, example_input)
+    private_model, private_input = _private_copy(model), _private_input(example_input)
+    with _caller_rng_kept(device):
+        return _measure_steps(
+            private_model,
+            private_input,
+            optimizer,
+            precision,
+            checkpointing,
+            loss_fn,
+            micro_batches,
+            predictions,
+            estimated=False,
+        )
+
+
+def estimate(build: Callable[[], tuple[nn.Module, object]], **options) -> Measurement:
+    """`measure` on fake tensors: `build()` makes the model and input inside FakeTensorMode, so nothing is allocated."""
+    with FakeTensorMode():
+        model, example_input = build()
+        _check(
+            model,
+            example_input,
+            options.get("optimizer", "adam"),
+            options.get("precision", "fp32"),
+            options.get("micro_batches", 1),
+        )
+        return _measure_steps(model, example_input, **options, estimated=True)
+
+
+def estimate_saved(
+    build: Callable[[], tuple[nn.Module, object]],
+    precision: str = "fp32",
+    checkpointing: bool = False,
+    loss_fn: Callable[[object], torch.Tensor] = default_loss,
+) -> tuple[int, int]:
+    """(activations, weight copies) one forward saves for backward, on fake tensors: a cheap part of `estimate`."""
+    with FakeTensorMode():
+        model, example_input = build()
+        _check(model, example_input, "sgd", precision, 1)
+        model.train()
+        tracker = LiveBytes()
+        tracker.add(model.parameters(), "parameters")
+        excluded = saved.excluded_storages(model, [example_input])
+        settings = _Settings(precision, checkpointing, loss_fn, micro_batches=1)
+        with tracker:
+            _, found = _forward_saving(model, example_input, settings, tracker, excluded, _device(model, example_input))
+            return _activations_and_weight_copies(found, tracker)
+
+
+# --- Checks and private copies -----------------------------------------------------------
+
+
+def _check(model: object, example_input: object, optimizer: str, precision: str, micro_batches: int) -> None:
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise ValueError("the model has no trainable parameter (requires_grad=True): there is no training step")
+    if not _tensors_in(example_input):
+        raise ValueError("example_input must be a tensor, or a tuple, list or dict holding tensors")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, not {optimizer!r}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, not {precision!r}")
+    if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
+        raise ValueError(f"micro_batches must be a positive integer, not {micro_batches!r}")
+
+
+def _tensors_in(value: object) -> list[torch.Tensor]:
+    return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
+def _device(model: nn.Module, example_input: object) -> torch.device:
+    first = next(iter([*model.parameters(), *_tensors_in(example_input)]))
+    return first.device
+
+
+def _private_copy(model: nn.Module) -> nn.Module:
+    """A deep copy to train, starting as a loop does after `zero_grad(set_to_none=True)`."""
+    try:
+        private = copy.deepcopy(model)
+    except Exception as error:  # deepcopy raises whatever an attribute's __deepcopy__ or pickling raises
+        raise ValueError(f"measure trains a copy of the model, and copy.deepcopy(model) failed: {error}") from error
+    for parameter in private.parameters():
+        parameter.grad = None
+    return private
+
+
+def _private_input(example_input: object) -> object:
+    """The same tensors, copied: a model that works in place on its input must not change the caller's."""
+    return pytree.tree_map_only(
+        torch.Tensor, lambda t: t.detach().clone().requires_grad_(t.requires_grad), example_input
+    )
+
+
+def _caller_rng_kept(device: torch.device) -> contextlib.AbstractContextManager:
+    """Dropout draws from the global generator: restore the caller's random stream afterwards."""
+    accelerator = device.type in ("cuda", "mps")
+    devices = [device.index or 0] if accelerator else []
+    return torch.random.fork_rng(devices=devices, device_type=device.type if accelerator else "cuda")
+
+
+# --- The steps -----------------------------------------------------------------------------
+
+
+def _optimizer(name: str, parameters: list[nn.Parameter]) -> torch.optim.Optimizer:
+    if name == "sgd":
+        return torch.optim.SGD(parameters, lr=0.01)
+    if name == "sgd_momentum":
+        return torch.optim.SGD(parameters, lr=0.01, momentum=0.9)
+    # foreach=False: one parameter at a time, so the step's temporaries are one parameter's worth
+    return {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[name](parameters, lr=1e-3, foreach=False)
+
+
+def _autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if not torch.amp.is_autocast_available(device.type):
+        raise ValueError(f"autocast is not available on {device.type}")
+    return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+
+
+def _call(model: nn.Module, example_input: object) -> object:
+    if isinstance(example_input, dict):
+        return model(**example_input)
+    if isinstance(example_input, tuple | list):
+        return model(*example_input)
+    return model(example_input)
+
+
+def _forward(model: nn.Module, example_input: object, checkpointing: bool) -> object:
+    if checkpointing and (not isinstance(model, nn.Sequential) or not isinstance(example_input, torch.Tensor)):
+        raise ValueError("checkpointing is applied per top-level block: the model must be an nn.Sequential of blocks")
+    try:
+        if not checkpointing:
+            return _call(model, example_input)
+        hidden = example_input
+        for block in model:
+            hidden = checkpoint(block, hidden, use_reentrant=False)
+        return hidden
+    except (RuntimeError, ValueError, TypeError, IndexError) as error:  # PyTorch's own message, e.g. BatchNorm on one
+        raise ValueError(f"the model's forward failed on example_input: {error}") from error
+
+
+def _loss(loss_fn: Callable[[object], torch.Tensor], output: object) -> torch.Tensor:
+    loss = loss_fn(output)
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.requires_grad:
+        raise ValueError("loss_fn must return a one-element tensor that depends on the model's trainable parameters")
+    return loss
+
+
+def _graph_ops(loss: torch.Tensor) -> tuple[str, ...]:
+    """The node types of the graph behind `loss` (names only: nothing saved is unpacked)."""
+    seen, stack = set(), [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            stack.extend(next_node for next_node, _ in node.next_functions)
+    return tuple(sorted({node.name() for node in seen}))
+
+
+def _nbytes(tensors: Iterable[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [t for state in optimizer.state.values() for t in state.values() if isinstance(t, torch.Tensor)]
+
+
+@dataclass
+class _Settings:
+    precision: str
+    checkpointing: bool
+    loss_fn: Callable[[object], torch.Tensor]
+    micro_batches: int
+
+
+@dataclass
+class _Facts:
+    """What the first forward and step find: the same in every step."""
+
+    activations: int = 0
+    weight_copies: int = 0
+    graph_ops: tuple[str, ...] = ()
+    gradients: int = 0
+    optimizer_state: int = 0
+
+
+def _measure_steps(
+    model: nn.Module,
+    example_input: object,
+    optimizer: str = "adam",
+    precision: str = "fp32",
+    checkpointing: bool = False,
+    loss_fn: Callable[[object], torch.Tensor] = default_loss,
+    micro_batches: int = 1,
+    predictions: Mapping[str, int] | None = None,
+    *,
+    estimated: bool,
+) -> Measurement:
+    device = _device(model, example_input)
     opt = _optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
     model.train()
-    state = {t.untyped_storage()._cdata for t in [*model.parameters(), *model.buffers()]}
-    saved: dict[int, int] = {}
-    timeline: list[tuple[str, int]] = []
-    tracker = MemTracker()
-    tracker.track_external(model, opt, example_input)
+    settings = _Settings(precision, checkpointing, loss_fn, micro_batches)
+    facts = _Facts()
+    steps = [_step(model, opt, example_input, settings, facts, device, first=n == 1) for n in range(1, STEPS + 1)]
     cuda = device.type == "cuda" and not estimated
-    if cuda:
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-    with tracker:
-        timeline.append(("start", _live(tracker, device)))
-        with _autocast(precision, device), _saved_bytes(state, saved):
-            loss = loss_fn(_forward(model, example_input, checkpointing))
-        timeline.append(("after forward", _live(tracker, device)))
-        loss.backward()
-        del loss
-        timeline.append(("after backward", _live(tracker, device)))
-        gradients = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
-        opt.step()
-        timeline.append(("after optimizer step", _live(tracker, device)))
-        optimizer_state = sum(
-            t.numel() * t.element_size() for s in opt.state.values() for t in s.values() if torch.is_tensor(t)
-        )
-        opt.zero_grad(set_to_none=True)
-        timeline.append(("after zero_grad", _live(tracker, device)))
-    # Everything live on the device at its highest point: in a process holding only this model and
-    # batch, the same quantity as the tracker's peak (the allocator rounds blocks up to 512 bytes).
-    cuda_peak = torch.cuda.max_memory_allocated(device) if cuda else None
-    peak_snapshot = next(
-        stats for dev, stats in tracker.get_tracker_snapshot("peak").items() if dev.type == device.type
-    )
-    at_peak = {name: 0 for name in CATEGORIES}
-    for kind, size in peak_snapshot.items():
-        if kind != "Total":
-            at_peak[_TRACKER_CATEGORIES.get(getattr(kind, "value", str(kind)), "temporaries")] += size
-    predicted = predicted_state(model, optimizer)
-    if predicted_activations is not None:
-        predicted["activations"] = predicted_activations
+    cuda_peak = _cuda_peak(model, opt, example_input, settings, facts, device) if cuda else None
+    predicted = {**predicted_state(model, optimizer), **(predictions or {})}
     return Measurement(
-        parameters=sum(p.numel() * p.element_size() for p in model.parameters()),
-        gradients=gradients,
-        optimizer_state=optimizer_state,
-        activations=sum(saved.values()),
-        peak=peak_snapshot["Total"],
-        at_peak=at_peak,
+        parameters=_nbytes(model.parameters()),
+        buffers=_nbytes(model.buffers()),
+        batch=sum({saved.storage_key(t): t.untyped_storage().nbytes() for t in _tensors_in(example_input)}.values()),
+        gradients=facts.gradients,
+        optimizer_state=facts.optimizer_state,
+        activations=facts.activations,
+        weight_copies=facts.weight_copies,
+        first_step=steps[0],
+        steady_step=steps[-1],
         predicted=predicted,
-        timeline=tuple(timeline),
+        graph_ops=facts.graph_ops,
         estimated=estimated,
+        micro_batches=micro_batches,
         cuda_peak=cuda_peak,
     )
 
 
-def estimate(build: Callable[[], tuple[nn.Module, torch.Tensor]], **options) -> Measurement:
-    """`measure` on fake tensors: `build()` makes the model and input inside FakeTensorMode, so nothing is allocated."""
-    with FakeTensorMode():
-        model, example_input = build()
-        return measure(model, example_input, **options)
+def _cuda_peak(model, opt, example_input, settings: _Settings, facts: _Facts, device: torch.device) -> int:
+    """One more steady step under CUDA's own counter: its highest allocation above what existed before."""
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    step = _step(model, opt, example_input, settings, facts, device, first=False)
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before + step.timeline[0][1]
+
+
+def _forward_saving(
+    model, example_input, settings: _Settings, tracker: LiveBytes, excluded: set[int], device: torch.device
+) -> tuple[torch.Tensor, dict[int, int]]:
+    """The loss, and every storage saved for backward on the way (storage key -> bytes)."""
+    found: dict[int, int] = {}
+    with _autocast(settings.precision, device), saved.counting(excluded, found):
+        loss = _loss(settings.loss_fn, _forward(model, example_input, settings.checkpointing))
+    tracker.label_keys(found, "activations")
+    return loss, found
+
+
+def _activations_and_weight_copies(found: dict[int, int], tracker: LiveBytes) -> tuple[int, int]:
+    weight_copies = sum(nbytes for key, nbytes in found.items() if tracker.kind_of(key) == WEIGHT_COPIES)
+    return sum(found.values()) - weight_copies, weight_copies
+
+
+def _step(
+    model, opt, example_input, settings: _Settings, facts: _Facts, device: torch.device, *, first: bool
+) -> StepMemory:
+    """One training step under the tracker: micro-batch passes, then the optimizer step and zero_grad.
+
+    The first pass of the first step records what every pass saves for backward into `facts`.
+    """
+    tracker = LiveBytes()
+    tracker.add(model.parameters(), "parameters")
+    tracker.add(model.buffers(), "buffers")
+    tracker.add([example_input], "batch")
+    tracker.add(_state_tensors(opt), "optimizer state")
+    excluded = saved.excluded_storages(model, [example_input])
+    timeline = [("start", tracker.total)]
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    with tracker:
+        for micro in range(1, settings.micro_batches + 1):
+            suffix = f" {micro}" if settings.micro_batches > 1 else ""
+            tracker.start("forward")
+            loss, found = _forward_saving(model, example_input, settings, tracker, excluded, device)
+            if first and micro == 1:
+                facts.activations, facts.weight_copies = _activations_and_weight_copies(found, tracker)
+                facts.graph_ops = _graph_ops(loss)
+            timeline.append((f"after forward{suffix}", tracker.total))
+            tracker.start("backward")
+            loss.backward()
+            del loss
+            tracker.label([p.grad for p in trainable if p.grad is not None], "gradients")
+            timeline.append((f"after backward{suffix}", tracker.total))
+        facts.gradients = _nbytes(p.grad for p in trainable if p.grad is not None)
+        tracker.start("optimizer step")
+        opt.step()
+        tracker.label(_state_tensors(opt), "optimizer state")
+        facts.optimizer_state = _nbytes(_state_tensors(opt))
+        timeline.append(("after optimizer step", tracker.total))
+        tracker.start("zero_grad")
+        opt.zero_grad(set_to_none=True)
+        timeline.append(("after zero_grad", tracker.total))
+    return StepMemory(
+        peak=tracker.peak,
+        peak_phase=tracker.peak_phase,
+        at_peak=tracker.at_peak(),
+        phase_peaks=dict(tracker.phase_peaks),
+        timeline=tuple(timeline),
+    )

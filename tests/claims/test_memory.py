@@ -1,0 +1,498 @@
+"""Every kind of sentence the Memory lab shows, checked by torch code written here, not by the lab's helpers.
+
+The presets are rebuilt by hand (only their shapes matter for memory). Saved bytes are counted
+with a hook of our own keyed by storage address; peaks come from PyTorch's own
+`torch.distributed._tools.mem_tracker.MemTracker`, one fresh tracker per training step;
+closed forms are written out here from the architectures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from functools import partial
+
+import pytest
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed._tools.mem_tracker import MemTracker
+from torch.utils.checkpoint import checkpoint
+
+from explorers.memory import experiment as lab
+from explorers.memory import figures, lesson
+from explorers.memory.experiment import MemoryOptions
+from explorers.units import format_bytes
+
+OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
+
+# --- Independent builders and counters ------------------------------------------------------
+
+
+def hand_mlp(width: int, depth: int, batch: int):
+    blocks = [nn.Sequential(nn.Linear(256 if i == 0 else width, width), nn.GELU()) for i in range(depth)]
+    return nn.Sequential(*blocks, nn.Linear(width, 1)), torch.randn(batch, 256)
+
+
+def hand_cnn(width: int, depth: int, batch: int):
+    blocks = [
+        nn.Sequential(nn.Conv2d(3 if i == 0 else width, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU())
+        for i in range(depth)
+    ]
+    head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, 10))
+    return nn.Sequential(*blocks, head), torch.randn(batch, 3, 32, 32)
+
+
+def hand_transformer(width: int, depth: int, batch: int, seq: int, heads: int):
+    layers = [nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.1, batch_first=True) for _ in range(depth)]
+    return nn.Sequential(*layers), torch.randn(batch, seq, width)
+
+
+def hand_built(options: MemoryOptions, batch: int):
+    torch.manual_seed(0)
+    if options.preset == "mlp":
+        return hand_mlp(options.width, options.depth, batch)
+    if options.preset == "cnn":
+        return hand_cnn(options.width, options.depth, batch)
+    return hand_transformer(options.width, options.depth, batch, options.seq_len, options.heads)
+
+
+def autocast(precision: str):
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast("cpu", dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+
+
+def forward(model, x, checkpointing: bool):
+    if not checkpointing:
+        return model(x)
+    for block in model:
+        x = checkpoint(block, x, use_reentrant=False)
+    return x
+
+
+def count_saved(options: MemoryOptions, batch: int) -> tuple[int, int]:
+    """(activations, weight copies) saved by one forward and the lab's loss, counted by storage address.
+
+    Parameters, buffers and the input are left out; a low-precision tensor holding exactly a
+    weight's values (or its transpose's) is a weight copy.
+    """
+    model, x = hand_built(options, batch)
+    model.train()
+    skip = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers(), x]}
+    weights = [p.detach() for p in model.parameters() if p.dim() > 1]
+    weights += [w.t() for w in weights if w.dim() == 2]
+    activations, copies = {}, {}
+
+    def is_weight_copy(tensor):
+        low = tensor.dtype != torch.float32
+        return low and any(w.shape == tensor.shape and torch.equal(w.to(tensor.dtype), tensor) for w in weights)
+
+    def pack(tensor):
+        address = tensor.untyped_storage().data_ptr()
+        if address not in skip:
+            (copies if is_weight_copy(tensor) else activations)[address] = tensor.untyped_storage().nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast(options.precision):
+        loss = forward(model, x, options.checkpointing).float().pow(2).mean()
+    del loss
+    return sum(activations.values()), sum(copies.values())
+
+
+def adam(model):
+    return torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
+
+
+def tracked_peaks(options: MemoryOptions, batch: int, steps: int = 3, micro_batches: int = 1, passes_only=False):
+    """The peak of each training step by MemTracker (or of its forward and backward passes only)."""
+    model, x = hand_built(options, batch)
+    optimizer = {"adam": adam, "sgd": lambda m: torch.optim.SGD(m.parameters(), lr=0.01)}[options.optimizer](model)
+    peaks = []
+    for _ in range(steps):
+        tracker = MemTracker()
+        tracker.track_external(model, optimizer, x)
+        with tracker:
+            for _ in range(micro_batches):
+                tracker.reset_mod_stats()  # a second forward in one tracker needs a fresh module record
+                with autocast(options.precision):
+                    loss = forward(model, x, options.checkpointing).float().pow(2).mean()
+                loss.backward()
+                del loss
+            passes = max(s["Total"] for s in tracker.get_tracker_snapshot("peak").values())
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        whole = max(s["Total"] for s in tracker.get_tracker_snapshot("peak").values())
+        peaks.append(passes if passes_only else whole)
+    return peaks
+
+
+def graph_node_names(options: MemoryOptions, batch: int) -> set[str]:
+    model, x = hand_built(options, batch)
+    loss = model(x).float().pow(2).mean()
+    names, stack, seen = set(), [loss.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.add(type(node).__name__)
+        stack += [n for n, _ in node.next_functions]
+    return names
+
+
+# --- What the lab says -------------------------------------------------------------------------
+
+
+def lab_lines(options: MemoryOptions, sweep: bool = True) -> tuple[list[str], lab.Point, tuple[lab.Point, ...]]:
+    batches = lab.sweep_batches(options) if sweep else (options.batch_size,)
+    points = lab.sweep(options, batches)
+    point = next(p for p in points if p.batch == options.batch_size)
+    return lesson.explain(options, point, points), point, points
+
+
+def sentence(lines: list[str], pattern: str) -> str:
+    found = [line for line in lines if re.search(pattern, line)]
+    assert len(found) == 1, f"expected one sentence matching {pattern!r}, got {found}"
+    return found[0]
+
+
+def bold(text: str) -> list[str]:
+    return re.findall(r"\*\*(.+?)\*\*", text)
+
+
+# --- Claims -----------------------------------------------------------------------------------
+
+
+def categories_to_the_byte(optimizer: str):
+    options = MemoryOptions(width=64, depth=2, batch_size=8, optimizer=optimizer)
+    lines, _, _ = lab_lines(options, sweep=False)
+    parameters, gradients, state, activations = bold(sentence(lines, "^Parameters"))
+    model, x = hand_built(options, 8)
+    made = {
+        "sgd": lambda: torch.optim.SGD(model.parameters(), lr=0.01),
+        "sgd_momentum": lambda: torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9),
+        "adam": lambda: adam(model),
+        "adamw": lambda: torch.optim.AdamW(model.parameters(), foreach=False),
+    }[optimizer]()
+    model(x).pow(2).mean().backward()
+    grads = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters())
+    made.step()
+    kept = sum(t.numel() * t.element_size() for s in made.state.values() for t in s.values() if torch.is_tensor(t))
+    assert parameters == format_bytes(sum(p.numel() * p.element_size() for p in model.parameters()))
+    assert gradients == format_bytes(grads) and state == format_bytes(kept)
+    assert ("keeps none" in sentence(lines, "^Parameters")) == (kept == 0)
+    assert activations == format_bytes(count_saved(options, 8)[0])
+
+
+def activations_leave_out_the_batch():
+    options = MemoryOptions()
+    lines, point, _ = lab_lines(options, sweep=False)
+    activations, weight_copies = count_saved(options, 64)
+    assert point.result.activations == activations and weight_copies == 0
+    assert f"**{format_bytes(activations)}** at batch 64 (measured)" in sentence(lines, "^Parameters")
+    assert f"**{format_bytes(64 * 256 * 4)}** of input" in sentence(lines, "batch itself")
+
+
+def bf16_weight_copies_shown_apart_and_batch_independent():
+    options = MemoryOptions(width=96, depth=3, precision="bf16", batch_size=8)
+    lines, point, _ = lab_lines(options)
+    copies_small, copies_large = count_saved(options, 5)[1], count_saved(options, 40)[1]
+    assert copies_small == copies_large > 0
+    line = sentence(lines, "copies of the weights")
+    assert f"**{format_bytes(copies_small)}** at every batch size" in line
+    assert point.result.activations == count_saved(options, 8)[0]
+
+
+def bf16_growth_is_proportional():
+    options = MemoryOptions(width=96, depth=3, precision="bf16", batch_size=8)
+    lines, _, points = lab_lines(options)
+    measured = [p for p in points if p.measured]
+    small, large = measured[0].batch, measured[-1].batch
+    ratio = count_saved(options, large)[0] / count_saved(options, small)[0]
+    assert ratio == pytest.approx(large / small, rel=1e-9)
+    assert re.search(rf"grew {large // small}x: in proportion to the batch", sentence(lines, "grew"))
+
+
+def cnn_growth_is_proportional_within_one_percent():
+    options = MemoryOptions(preset="cnn", width=16, depth=2, batch_size=4)
+    lines, _, points = lab_lines(options)
+    measured = [p for p in points if p.measured]
+    small, large = measured[0].batch, measured[-1].batch
+    a_small, a_large = count_saved(options, small)[0], count_saved(options, large)[0]
+    fixed = a_small - (a_large - a_small) / (large - small) * small
+    assert 0 < fixed <= 0.01 * a_small  # BatchNorm's statistics: tiny, and batch-independent
+    assert "in proportion to the batch" in sentence(lines, "grew")
+
+
+def closed_form_is_exact(overrides: dict):
+    options = MemoryOptions(**{"width": 48, "depth": 3, "batch_size": 8, "seq_len": 16, "heads": 4, **overrides})
+    lines, point, _ = lab_lines(options, sweep=False)
+    activations = count_saved(options, 8)[0]
+    assert point.result.activations == activations == point.result.predicted["activations"]
+    assert "predicts exactly what was measured" in sentence(lines, "closed form")
+
+
+def transformer_checkpointing_keeps_depth_boundaries():
+    options = MemoryOptions(preset="transformer", width=48, depth=3, seq_len=16, heads=4, checkpointing=True)
+    assert count_saved(options, 8)[0] == 3 * 8 * 16 * 48 * 4  # d boundaries: inputs of blocks 2..d, the output
+
+
+def bf16_checkpointing_keeps_two_byte_boundaries():
+    options = MemoryOptions(width=48, depth=3, precision="bf16", checkpointing=True)
+    assert count_saved(options, 8)[0] == 3 * 8 * 48 * 2 + 8 * 4  # bf16 block outputs, the loss's fp32 output
+
+
+def fitted_terms(options: MemoryOptions, batch: int) -> tuple[float, float]:
+    """Bytes per layer per (s·b·h) and per (a·s²·b): saved bytes / s is linear in s, so two lengths give both."""
+    d, s, h, a = options.depth, options.seq_len, options.width, options.heads
+    long, short = count_saved(options, batch)[0], count_saved(dataclasses.replace(options, seq_len=s // 2), batch)[0]
+    per_score = (long / s - short / (s // 2)) / (s - s // 2) / (d * batch * a)
+    per_token = (long / s - d * batch * per_score * a * s) / (d * batch * h)
+    return per_token, per_score
+
+
+def per_score_bytes(options: MemoryOptions, batch: int) -> float:
+    return fitted_terms(options, batch)[1]
+
+
+def published_formula_gap_split_from_two_lengths():
+    options = MemoryOptions(preset="transformer", width=64, depth=2, seq_len=32, heads=4, batch_size=4)
+    lines, _, _ = lab_lines(options, sweep=False)
+    d, b, s, h, a = 2, 4, 32, 64, 4
+    measured = count_saved(options, b)[0]
+    published = d * (66 * s * b * h + 9 * a * s * s * b)  # fp32 values at 4 bytes, masks at 1
+    per_token, per_score = fitted_terms(options, b)
+    first = sentence(lines, "published formula")
+    assert f"predicts {format_bytes(published)}; measured {format_bytes(measured)}" in first
+    split = sentence(lines, "separates the two terms")
+    assert f"keeps {per_token:.3g} bytes per token" in split and f"{per_score:.3g} bytes per attention score" in split
+    assert format_bytes((per_token - 66) * s * b * h * d) in split
+    assert format_bytes((per_score - 9) * a * s * s * b * d) in split
+
+
+def published_formula_at_sixteen_bits():
+    options = MemoryOptions(preset="transformer", width=64, depth=2, seq_len=32, heads=4, batch_size=4)
+    options = dataclasses.replace(options, precision="bf16")
+    lines, _, _ = lab_lines(options, sweep=False)
+    d, b, s, h, a = 2, 4, 32, 64, 4
+    published = d * (34 * s * b * h + 5 * a * s * s * b)
+    first = sentence(lines, "published formula")
+    assert f"predicts {format_bytes(published)}; measured {format_bytes(count_saved(options, b)[0])}" in first
+    assert "sbh(66" not in first
+    per_token, per_score = fitted_terms(options, b)
+    split = sentence(lines, "separates the two terms")
+    assert f"keeps {per_token:.3g} bytes per token per hidden unit (the formula: 34)" in split
+    assert f"{per_score:.3g} bytes per attention score (the formula: 5)" in split
+
+
+def attention_is_recorded_op_by_op_on_the_cpu():
+    options = MemoryOptions(preset="transformer", width=64, depth=2, seq_len=32, heads=4, batch_size=4)
+    lines, _, _ = lab_lines(options, sweep=False)
+    names = graph_node_names(options, 4)
+    assert {"BmmBackward0", "SafeSoftmaxBackward0"} <= names
+    assert not any("Attention" in name for name in names)
+    line = sentence(lines, "graph recorded")
+    assert "op by op (BmmBackward0, SafeSoftmaxBackward0), not fused" in line
+    assert f"take the {per_score_bytes(options, 4):.3g} bytes per score" in line
+    assert not any("is fused" in line or "fused into" in line for line in lines)
+
+
+def peak_breakdown_separates_state_from_step_temporaries():
+    options = MemoryOptions()
+    lines, point, _ = lab_lines(options, sweep=False)
+    model, x = hand_built(options, 64)
+    optimizer = adam(model)
+    model(x).pow(2).mean().backward()
+    optimizer.step()
+    state = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values())
+    peaks = tracked_peaks(options, 64, steps=2)
+    line = sentence(lines, "peaked")
+    assert f"optimizer state {format_bytes(state)}" in line
+    assert f"**{format_bytes(peaks[0])}** during the optimizer step" in line
+    assert point.result.first_step.peak == peaks[0]
+
+
+def steady_step_stacks_state_on_the_passes():
+    options = MemoryOptions(batch_size=1024)
+    lines, point, _ = lab_lines(options, sweep=False)
+    first, second, third = tracked_peaks(options, 1024)
+    assert second == third > first  # step 2 is what every later step repeats
+    assert (point.result.first_step.peak, point.result.steady_step.peak) == (first, second)
+    assert f"Step 1 peaked at **{format_bytes(first)}** during the backward pass" in sentence(lines, "^Step 1")
+    assert f"peaked at **{format_bytes(second)}** during the backward pass" in sentence(lines, "^Step 2")
+    assert f"is {format_bytes(second - first)} above step 1's" in sentence(lines, "^From step 2")
+
+
+def default_steady_peak_is_the_optimizer_step():
+    options = MemoryOptions()
+    lines, point, points = lab_lines(options)
+    whole = tracked_peaks(options, 64)
+    passes = tracked_peaks(options, 64, passes_only=True)
+    assert whole[0] == whole[1] == whole[2] > passes[1]
+    assert f"Steps 1 and 2 both peaked at **{format_bytes(whole[0])}** during the optimizer step" in " ".join(lines)
+    assert f"held at most {format_bytes(passes[1])}, below its optimizer step" in sentence(lines, "^From step 2")
+    timeline = figures.timeline_figure(point.result)
+    assert [a.text for a in timeline.layout.annotations] == [f"peak, steps 1 and 2: {format_bytes(whole[0])}"]
+    sweep = figures.sweep_figure(points, options)
+    largest = max(tracked_peaks(MemoryOptions(), max(lab.sweep_batches(options)), steps=2))
+    assert 20 * largest < 24 * 2**30 and "all far below the 24 GiB device" in sweep.layout.title.text
+
+
+def categories_never_all_alive_at_once():
+    options = MemoryOptions(batch_size=1024)
+    lines, _, _ = lab_lines(options, sweep=False)
+    model, x = hand_built(options, 1024)
+    parameters = sum(p.numel() * p.element_size() for p in model.parameters())
+    state = 2 * parameters + 4 * len(list(model.parameters()))
+    total = 2 * parameters + state + count_saved(options, 1024)[0] + x.numel() * x.element_size()
+    peak = tracked_peaks(options, 1024, steps=2)[1]
+    head = model[-1]
+    head_gradients = sum(p.numel() * p.element_size() for p in head.parameters())  # backward starts at the head
+    line = sentence(lines, "Adding every category up")
+    assert f"gives {format_bytes(total)}, more than the steady peak" in line and total > peak
+    assert f"gradients {format_bytes(head_gradients)} of {format_bytes(parameters)}" in line
+
+
+def sgd_steps_repeat():
+    options = MemoryOptions(optimizer="sgd")
+    lines, _, _ = lab_lines(options, sweep=False)
+    peaks = tracked_peaks(options, 64)
+    assert len(set(peaks)) == 1
+    assert f"Steps 1 and 2 both peaked at **{format_bytes(peaks[0])}**" in sentence(lines, "both peaked")
+    sentence(lines, "no optimizer state, step 2 holds what step 1 held")
+
+
+def accumulation_names_the_micro_batch():
+    options = MemoryOptions(accumulation=4)
+    lines, _, _ = lab_lines(options, sweep=False)
+    activations = count_saved(options, 16)[0]
+    assert f"**{format_bytes(activations)}** at a micro-batch of 16" in sentence(lines, "^Parameters")
+    assert "micro-batch of 16 (4 of them, 64 samples, per optimizer step)" in sentence(lines, "accumulation steps")
+    assert "at batch 64" not in " ".join(lines)
+
+
+def gradients_stay_alive_between_micro_batches():
+    model, x = hand_built(MemoryOptions(width=64, depth=2), 8)
+    model(x).pow(2).mean().backward()
+    first = [p.grad for p in model.parameters()]
+    model(x).pow(2).mean().backward()
+    assert all(g is p.grad for g, p in zip(first, model.parameters(), strict=True))  # accumulated in place
+
+
+def accumulation_edge_counts_real_samples():
+    options = MemoryOptions(batch_size=2, accumulation=16, width=64, depth=2)
+    lines, _, _ = lab_lines(options, sweep=False)
+    assert "micro-batch of 1 (16 of them, 16 samples, per optimizer step)" in sentence(lines, "accumulation steps")
+
+
+def later_micro_batches_repeat_the_second():
+    options = MemoryOptions(width=128, depth=2, batch_size=256, accumulation=4)
+    two, four = tracked_peaks(options, 64, micro_batches=2), tracked_peaks(options, 64, micro_batches=4)
+    assert two[1] == four[1]
+    lines, point, _ = lab_lines(options, sweep=False)
+    assert point.result.steady_step.peak == two[1]
+    sentence(lines, "the later ones repeat the second's memory")
+
+
+def estimates_are_labelled_estimated_in_scaling_units():
+    options = MemoryOptions(width=4096, depth=8, batch_size=65536)
+    lines, point, _ = lab_lines(options, sweep=False)
+    with FakeTensorMode():
+        fake_peak = tracked_peaks(options, 65536, steps=2)[1]
+    assert not point.measured and fake_peak > lab.MEASURE_LIMIT_BYTES  # never allocated, as the page says
+    first = sentence(lines, "^Parameters")
+    activations = 4 * (2 * 8 * 65536 * 4096 + 65536)  # GELU input and output per block, the loss's output
+    assert f"**{format_bytes(activations)}** at batch 65,536 (estimated on fake tensors)" in first
+    assert format_bytes(activations).endswith("GiB")
+    assert "measured" not in first and not re.search(r"\d,\d{3}\.\d+ MiB", " ".join(lines))
+
+
+def budgets_are_gibibytes():
+    options = MemoryOptions(width=4096, depth=8, budget_gb=8)
+    row = next(row for row in lab.remedies_table(options) if row["remedy"] == "as configured")
+    largest = int(row["largest batch"].replace(",", ""))
+
+    def fake_steady_peak(batch):
+        with FakeTensorMode():
+            peaks = tracked_peaks(options, batch, steps=2)
+        return peaks[1]
+
+    assert fake_steady_peak(largest) <= 8 * 2**30 < fake_steady_peak(2 * largest)
+    figure = figures.sweep_figure(lab.sweep(options, (largest // 2, largest)), options)
+    line = next(t for t in figure.data if t.name == "8 GiB device")
+    assert figure.layout.yaxis.title.text == "GiB" and set(line.y) == {8.0}
+
+
+def doubling_evidence_matches():
+    options = MemoryOptions(width=64, depth=2, batch_size=32)
+    _, _, points = lab_lines(options)
+    evidence = lesson.doubling_evidence(points, 32)
+    ratio = count_saved(options, 64)[0] / count_saved(options, 32)[0]
+    assert f"activations ×{ratio:.2f}" in evidence and evidence.startswith("Measured just now")
+
+
+def evaluation_loop_keeps_every_steps_activations():
+    curves = lab.retention(steps=4)
+    training_item, training_sum, evaluation = curves.values()
+    assert len(set(training_item)) == len(set(training_sum)) == 1
+    kept = count_saved(MemoryOptions(width=256, depth=2), 32)[0]
+    assert [b - a for a, b in zip(evaluation, evaluation[1:], strict=False)] == [kept] * 3
+
+
+def no_weight_copies_sentence_where_none_are_saved(overrides: dict):
+    options = MemoryOptions(width=64, depth=2, batch_size=8, **overrides)
+    lines, _, _ = lab_lines(options, sweep=False)
+    assert count_saved(options, 8)[1] == 0
+    assert not any("copies of the weights" in line for line in lines)
+
+
+CLAIMS = [
+    *(pytest.param(partial(categories_to_the_byte, o), id=f"categories-to-the-byte-{o}") for o in OPTIMIZERS),
+    pytest.param(activations_leave_out_the_batch, id="activations-leave-out-the-batch"),
+    pytest.param(bf16_weight_copies_shown_apart_and_batch_independent, id="bf16-weight-copies-apart"),
+    pytest.param(bf16_growth_is_proportional, id="bf16-growth-proportional"),
+    pytest.param(cnn_growth_is_proportional_within_one_percent, id="cnn-growth-proportional"),
+    *(
+        pytest.param(partial(closed_form_is_exact, o), id="closed-form-exact-" + "-".join(map(str, o.values())))
+        for o in (
+            {"preset": "mlp"},
+            {"preset": "mlp", "precision": "bf16"},
+            {"preset": "mlp", "precision": "fp16", "checkpointing": True},
+            {"preset": "mlp", "precision": "bf16", "checkpointing": True},
+            {"preset": "cnn", "width": 16},
+            {"preset": "cnn", "width": 16, "checkpointing": True},
+            {"preset": "transformer", "checkpointing": True},
+            {"preset": "transformer", "checkpointing": True, "precision": "bf16"},
+        )
+    ),
+    pytest.param(transformer_checkpointing_keeps_depth_boundaries, id="transformer-checkpoint-d-boundaries"),
+    pytest.param(bf16_checkpointing_keeps_two_byte_boundaries, id="bf16-checkpoint-2-byte-boundaries"),
+    pytest.param(published_formula_gap_split_from_two_lengths, id="published-formula-gap-split"),
+    pytest.param(published_formula_at_sixteen_bits, id="published-formula-at-16-bits"),
+    pytest.param(attention_is_recorded_op_by_op_on_the_cpu, id="attention-unfused-on-cpu"),
+    pytest.param(peak_breakdown_separates_state_from_step_temporaries, id="peak-state-apart-from-temporaries"),
+    pytest.param(steady_step_stacks_state_on_the_passes, id="steady-step-stacks"),
+    pytest.param(default_steady_peak_is_the_optimizer_step, id="default-peak-is-the-optimizer-step"),
+    pytest.param(categories_never_all_alive_at_once, id="categories-never-all-alive"),
+    pytest.param(sgd_steps_repeat, id="sgd-steps-repeat"),
+    pytest.param(accumulation_names_the_micro_batch, id="accumulation-names-the-micro-batch"),
+    pytest.param(gradients_stay_alive_between_micro_batches, id="gradients-alive-between-micro-batches"),
+    pytest.param(accumulation_edge_counts_real_samples, id="accumulation-edge-samples"),
+    pytest.param(later_micro_batches_repeat_the_second, id="later-micro-batches-repeat"),
+    pytest.param(estimates_are_labelled_estimated_in_scaling_units, id="estimates-labelled-estimated"),
+    pytest.param(budgets_are_gibibytes, id="budgets-in-GiB"),
+    pytest.param(doubling_evidence_matches, id="doubling-evidence"),
+    pytest.param(evaluation_loop_keeps_every_steps_activations, id="evaluation-loop-retention"),
+    pytest.param(partial(no_weight_copies_sentence_where_none_are_saved, {}), id="no-weight-copies-at-fp32"),
+    pytest.param(
+        partial(no_weight_copies_sentence_where_none_are_saved, {"precision": "bf16", "checkpointing": True}),
+        id="no-weight-copies-under-checkpointing",
+    ),
+]
+
+
+@pytest.mark.parametrize("claim", CLAIMS)
+def test_claim(claim):
+    claim()
