@@ -31,8 +31,6 @@ def format_number(x: float, digits: int = 3) -> str:
 
 
 def byte_axis_unit(largest: float) -> tuple[str, int]:
-    """The binary unit a chart axis reads in (and its size in bytes), so ticks match KiB/MiB bar labels."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if largest >= size:
-            return unit, size
-    return "B", 1
+    """The binary unit in which `largest` bytes reads as 1 to 1023 (and its size), so axis ticks match bar labels."""
+    exponent = min(int(math.log(largest, 1024)) if largest >= 1 else 0, len(BYTE_UNITS) - 1)
+    return BYTE_UNITS[exponent], 1024**exponent

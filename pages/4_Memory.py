@@ -5,9 +5,9 @@ import dataclasses
 import streamlit as st
 
 from explorers import memory, saved
+from explorers.memory import card, lesson
 from explorers.memory import experiment as lab
 from explorers.memory import figures as charts
-from explorers.memory import lesson
 from explorers.memory.experiment import MemoryOptions
 from explorers.units import format_bytes
 from ui import figures, runs
@@ -33,22 +33,27 @@ FIELDS = (
 page = start_lab("memory", FIELDS)
 key = page.key
 
-with page.controls():
-    row = st.columns([1.6, 1, 1, 1, 1, 1])
-    row[0].selectbox("Model", tuple(lab.PRESETS), format_func=lab.PRESETS.get, key=key("preset"))
+bench, stage = page.workbench()
+with bench:  # the batch size is what a presenter slides: it stays in view
+    st.select_slider("Batch size (log scale)", lab.BATCHES, key=key("batch_size"))
+with bench, page.controls():
+    st.selectbox("Model", tuple(lab.PRESETS), format_func=lab.PRESETS.get, key=key("preset"))
     transformer = page.value("preset") == "transformer"
-    row[1].slider("Width (channels for the CNN)", *lab.WIDTH_RANGE, step=16, key=key("width"))
-    row[2].slider("Depth (blocks)", *lab.DEPTH_RANGE, key=key("depth"))
-    row[3].slider("Sequence length", *lab.SEQ_RANGE, step=8, key=key("seq_len"), disabled=not transformer)
-    row[4].select_slider("Heads", lab.HEADS, key=key("heads"), disabled=not transformer)
-    row[5].select_slider("Batch size (log)", lab.BATCHES, key=key("batch_size"))
-    row = st.columns([1.6, 1, 1, 1, 1, 1])
+    row = st.columns(2)
+    row[0].slider("Width", *lab.WIDTH_RANGE, step=16, key=key("width"), help="Channels, for the CNN.")
+    row[1].slider("Depth (blocks)", *lab.DEPTH_RANGE, key=key("depth"))
+    row = st.columns(2)
+    row[0].slider("Sequence length", *lab.SEQ_RANGE, step=8, key=key("seq_len"), disabled=not transformer)
+    row[1].select_slider("Heads", lab.HEADS, key=key("heads"), disabled=not transformer)
+    row = st.columns(2)
     row[0].selectbox("Optimizer", memory.OPTIMIZERS, key=key("optimizer"))
     row[1].selectbox("Precision", memory.PRECISIONS, key=key("precision"), help="bf16/fp16 use autocast.")
-    row[2].toggle("Activation checkpointing", key=key("checkpointing"))
-    row[3].slider("Gradient accumulation steps", *lab.ACCUMULATION_RANGE, key=key("accumulation"))
-    row[4].selectbox("Device memory budget", lab.BUDGETS_GB, format_func=lambda gib: f"{gib} GiB", key=key("budget_gb"))
-    row[5].number_input("Seed", *lab.SEED_RANGE, key=key("seed"), step=1)
+    row = st.columns(2)
+    row[0].slider("Accumulation steps", *lab.ACCUMULATION_RANGE, key=key("accumulation"))
+    row[1].selectbox("Device memory", lab.BUDGETS_GB, format_func=lambda gib: f"{gib} GiB", key=key("budget_gb"))
+    row = st.columns(2, vertical_alignment="bottom")
+    row[0].toggle("Checkpointing", key=key("checkpointing"), help="Activation checkpointing per top-level block.")
+    row[1].number_input("Seed", *lab.SEED_RANGE, key=key("seed"), step=1)
 page.sync_url()
 
 try:
@@ -62,7 +67,8 @@ measured = lab.without_view_settings(options)
 # The chosen batch first (its metrics, timeline and bar answer the slider), then the other sweep points.
 batches = lab.sweep_batches(options)
 order = [options.batch_size, *(b for b in batches if b != options.batch_size)]
-metrics_slot, sweep_slot = st.container(), st.empty()
+sweep_slot = stage.empty()  # the main figure, beside the controls
+metrics_slot = st.container()
 timeline, retention = st.columns(2, gap="large")
 remedies_slot = st.container()
 arrived: dict[int, lab.Point] = {}
@@ -107,6 +113,7 @@ def show_point(index: int, point: lab.Point, settled: bool) -> None:
         with metrics_slot:
             show_metrics(point)
         with timeline:
+            st.subheader("Step 1, then a steady step")
             figures.plotly(
                 charts.timeline_figure(point.result),
                 figures.caption("Live memory through steps 1 and 2", settings, page.device),
@@ -129,6 +136,11 @@ runs.run_all(sweep, label="Measuring batch sizes", on_result=show_point)
 points = tuple(arrived[b] for b in batches)
 
 with retention:
+    st.subheader("Accidental retention")
+    st.caption(
+        "Three loops on the same small MLP, live memory after each step: keeping `loss` tensors in a training "
+        "loop, keeping them in an evaluation loop without `no_grad`, and keeping `loss.item()` floats."
+    )
     curves = runs.run(lab.retention, dataclasses.replace(lab.RETENTION_OPTIONS, device=page.device), label="Loops")
     figures.plotly(
         charts.retention_figure(curves),
@@ -139,6 +151,7 @@ with retention:
 lines = lesson.explain(options, arrived[options.batch_size], points)
 figures.why_panel(lines)
 evidence = lesson.doubling_evidence(points, options.batch_size)
+figures.answer_card(card.answer_card(arrived[options.batch_size], evidence))
 if evidence:
     figures.predict_then_reveal(
         key("predict"),

@@ -6,14 +6,15 @@ hovering a bar or point shows its exact size in the same units the lesson uses.
 
 from __future__ import annotations
 
-import math
-
 import plotly.graph_objects as go
 
 from explorers.memory.experiment import MemoryOptions, Point, budget_bytes
 from explorers.memory.your_model import Measurement
-from explorers.units import BYTE_UNITS, format_bytes
+from explorers.units import byte_axis_unit, format_bytes
 
+# Above the plot: below it, a legend collides with the x axis and the caption drawn in the bottom margin.
+LEGEND_ABOVE = {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"}
+ROOM_FOR_LEGEND = {"t": 120, "l": 70, "r": 20}  # the title, then the legend, above the plot
 STACKED = {  # Measurement attribute -> legend name, bottom to top
     "parameters": "parameters",
     "gradients": "gradients",
@@ -30,12 +31,6 @@ CATEGORY_COLOURS = {
     "weight_copies": "#9467bd",
     "batch": "#7f7f7f",
 }
-
-
-def axis_unit(largest: float) -> tuple[str, int]:
-    """The binary unit in which `largest` bytes reads as a number from 1 to 1023."""
-    exponent = min(int(math.log(largest, 1024)) if largest >= 1 else 0, len(BYTE_UNITS) - 1)
-    return BYTE_UNITS[exponent], 1024**exponent
 
 
 def _stacked_categories(points: tuple[Point, ...]) -> list[str]:
@@ -55,7 +50,7 @@ def sweep_figure(points: tuple[Point, ...], options: MemoryOptions) -> go.Figure
     )
     budget = budget_bytes(options)
     draw_budget = tallest >= budget / 20  # only where it does not flatten every bar
-    unit, scale = axis_unit(max(tallest, budget) if draw_budget else tallest)
+    unit, scale = byte_axis_unit(max(tallest, budget) if draw_budget else tallest)
     figure = go.Figure()
     for category in categories:
         sizes = [getattr(p.result, category) for p in points]
@@ -109,7 +104,8 @@ def sweep_figure(points: tuple[Point, ...], options: MemoryOptions) -> go.Figure
             + (f", in {options.accumulation} micro-batches" if options.accumulation > 1 else "")
             + " (outlined: yours; hatched: estimated on fake tensors)"
         ),
-        legend={"orientation": "h", "y": -0.3},
+        legend={"orientation": "v", "x": 1.01, "y": 1},  # beside the bars: the title may take two lines
+        margin={"t": 90, "l": 70, "r": 190},
     )
     return figure
 
@@ -117,7 +113,7 @@ def sweep_figure(points: tuple[Point, ...], options: MemoryOptions) -> go.Figure
 def timeline_figure(result: Measurement) -> go.Figure:
     """Live bytes at the moments of steps 1 and 2, and each step's peak (reached inside a phase)."""
     steps = {"step 1": result.first_step, "step 2 on": result.steady_step}
-    unit, scale = axis_unit(max(step.peak for step in steps.values()))
+    unit, scale = byte_axis_unit(max(step.peak for step in steps.values()))
     figure = go.Figure()
     for name, step in steps.items():
         figure.add_trace(
@@ -139,13 +135,17 @@ def timeline_figure(result: Measurement) -> go.Figure:
     for peak, whose in peaks.items():
         figure.add_hline(y=peak / scale, line_dash="dot", annotation_text=f"peak, {whose}: {format_bytes(peak)}")
     figure.update_layout(
-        title="Live memory through a training step", yaxis_title=unit, height=380, legend={"orientation": "h"}
+        title="Live memory through a training step",
+        yaxis_title=unit,
+        height=400,
+        legend=LEGEND_ABOVE,
+        margin=ROOM_FOR_LEGEND,
     )
     return figure
 
 
 def retention_figure(curves: dict[str, list[int]]) -> go.Figure:
-    unit, scale = axis_unit(max(max(live) for live in curves.values()))
+    unit, scale = byte_axis_unit(max(max(live) for live in curves.values()))
     figure = go.Figure()
     for name, live in curves.items():
         dash = "dot" if name.endswith("item()") else "solid"  # the two training loops overlap exactly
@@ -165,6 +165,7 @@ def retention_figure(curves: dict[str, list[int]]) -> go.Figure:
         xaxis_title="step",
         yaxis_title=unit,
         height=380,
-        legend={"orientation": "h", "y": -0.3},
+        legend=LEGEND_ABOVE,
+        margin=ROOM_FOR_LEGEND,
     )
     return figure

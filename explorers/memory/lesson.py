@@ -278,10 +278,18 @@ def _accumulation(options: MemoryOptions, point: Point) -> str:
 
 
 def doubling_evidence(points: tuple[Point, ...], batch: int) -> str | None:
-    """What doubling the batch did to each category, when the sweep holds both sizes and the micro-batch doubled."""
-    pair = [p for p in points if p.batch in (batch, 2 * batch)]
-    if len(pair) != 2 or pair[1].micro_batch != 2 * pair[0].micro_batch:
+    """What doubling the batch did to each category: from this batch up, or (at the top of the sweep) from half of it.
+
+    None when the sweep holds no such pair whose micro-batch doubled too.
+    """
+    by_batch = {p.batch: p for p in points}
+    for low in (batch, batch // 2):
+        pair = [by_batch[b] for b in (low, 2 * low) if b in by_batch]
+        if len(pair) == 2 and pair[1].micro_batch == 2 * pair[0].micro_batch:
+            break
+    else:
         return None
+    batch = pair[0].batch
     small, large = (p.result for p in pair)
     how = {(True, True): "Measured", (False, False): "Estimated on fake tensors"}.get(
         (pair[0].measured, pair[1].measured), "Measured and estimated"

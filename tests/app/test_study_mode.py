@@ -12,6 +12,7 @@ EVIDENCE_CONTROLS = {
     "pages/1_Autograd.py": ("slider", "autograd.width", 32),
     "pages/2_Modes.py": ("slider", "modes.momentum", 0.9),
     "pages/3_Profiler.py": ("slider", "profiler.data_cost_ms", 20),
+    "pages/4_Memory.py": ("select_slider", "memory.batch_size", 256),
     "pages/5_Gradients.py": ("slider", "gradients.scale", 2.0),
 }
 CARDED = [page for page in PAGES if page in EVIDENCE_CONTROLS]
