@@ -1,6 +1,7 @@
 """Server-side rerun time of every lab page after a control change, as ratios measured in one process.
 
     make bench
+    python benchmarks/bench_pages.py Gradients   # one page only
 
 For each page: the median AppTest rerun after a new seed (so no cache answers), against
 (a) a trivial Streamlit page with one slider, rerun the same way, and (b) the same
@@ -29,6 +30,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from explorers import engine  # noqa: E402
 from explorers.autograd import experiment as autograd  # noqa: E402
+from explorers.gradients import experiment as gradients  # noqa: E402
 from explorers.memory import experiment as memory  # noqa: E402
 from explorers.modes import experiment as modes  # noqa: E402
 from explorers.modes import your_model as mode_grid  # noqa: E402
@@ -69,11 +71,23 @@ def profiler_requests(seed: int) -> list:
     return [(profiler.profile, profiler.ProfileOptions(seed=seed))]
 
 
+def gradients_requests(seed: int) -> list:
+    options = gradients.GradientsOptions(seed=seed)
+    model = gradients.model_options(options)
+    return [
+        (gradients.scenario_run, model),
+        (gradients.scale_sweep, model),
+        (gradients.clip_once, dataclasses.replace(model, max_norm=options.max_norm)),
+        (gradients.clipped_training, gradients.training_options(options)),
+    ]
+
+
 SCENARIOS = [
     Scenario("pages/1_Autograd.py", "autograd.seed", tuple(range(100, 100 + 2 * REPEATS)), autograd_requests),
     Scenario("pages/2_Modes.py", "modes.seed", tuple(range(200, 200 + 2 * REPEATS)), modes_requests),
     Scenario("pages/4_Memory.py", "memory.seed", tuple(range(300, 300 + 2 * REPEATS)), memory_requests),
     Scenario("pages/3_Profiler.py", "profiler.seed", tuple(range(400, 400 + 2 * REPEATS)), profiler_requests),
+    Scenario("pages/5_Gradients.py", "gradients.seed", tuple(range(500, 500 + 2 * REPEATS)), gradients_requests),
 ]
 
 
@@ -191,7 +205,8 @@ def memory_sweep_and_estimate() -> None:
     )
 
 
-def main() -> None:
+def main(only: list[str]) -> None:
+    """`only`: page names to measure (e.g. Gradients); all pages and the extra figures when empty."""
     trivial = AppTest.from_string(TRIVIAL_PAGE).run()
     trivial_ms = time_reruns(trivial, "slider", "x", (3, 7))
     print(f"trivial one-slider page rerun: {trivial_ms:.1f} ms (median of {REPEATS})")
@@ -199,8 +214,12 @@ def main() -> None:
     print("page rerun after a new seed (no cache), against the same experiments on this process's main thread")
     print(f"{'page':24} {'rerun ms':>9} {'bare ms':>9} {'x bare':>7} {'x trivial':>10}")
     for scenario in SCENARIOS:
+        if only and not any(name.lower() in scenario.page.lower() for name in only):
+            continue
         page_ms, bare_ms = page_versus_bare(scenario)
         print(f"{scenario.page:24} {page_ms:9.1f} {bare_ms:9.1f} {page_ms / bare_ms:7.2f} {page_ms / trivial_ms:10.1f}")
+    if only:
+        return
     print()
     engine_start_and_round_trip()
     grid_versus_six_forwards(modes.ModesOptions())  # the default: fixed per-cell costs dominate
@@ -209,4 +228,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
