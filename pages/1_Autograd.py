@@ -99,7 +99,7 @@ with bench:
         st.info(note)
 settings = {
     "model": options.preset,
-    "loss": result.loss_expression,
+    "loss": result.loss_expression.removeprefix("loss = "),
     "activation": options.activation,
     "seed": options.seed,
 }

@@ -99,8 +99,10 @@ def plotly(figure: go.Figure, caption_text: str, file_stem: str, key: str | None
     arrives: each draft needs its own.
     """
     present = presenting()
+    size = PRESENTING_FONT_SIZE if present else FONT_SIZE
+    # plotly draws titles at 1.4x the font, which pushes long ones off a half-width chart; 1.15x still stands out
     figure.update_layout(
-        font={"size": PRESENTING_FONT_SIZE if present else FONT_SIZE, "color": "#222"}, template="plotly_white"
+        font={"size": size, "color": "#222"}, title_font_size=round(1.15 * size), template="plotly_white"
     )
     if figure.layout.margin.t is None:  # a figure that sets its own margins keeps them
         figure.update_layout(margin={"t": 60, "l": 70, "r": 20})

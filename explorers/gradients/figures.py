@@ -173,7 +173,7 @@ def training_figure(training: Training) -> go.Figure:
             )
     figure.update_yaxes(type="log", title="loss", exponentformat="power")
     figure.update_xaxes(title="step", range=[-0.5, training.steps - 0.5])
-    return _style(figure, "Exploding case: loss with and without clipping")
+    return _style(figure, "Loss with and without clipping")
 
 
 def accumulation_figure(accumulation: Accumulation) -> go.Figure:

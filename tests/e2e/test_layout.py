@@ -26,6 +26,12 @@ TRUNCATED_LABELS = """() => [...document.querySelectorAll(
     "[data-testid='stMain'] button p, [data-testid='stWidgetLabel'] p, [data-testid='stMain'] h3")]
   .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
   .map(e => e.innerText)"""
+# A plotly title does not wrap: one wider than its chart runs off the edge and is clipped.
+CLIPPED_CHART_TITLES = """() => [...document.querySelectorAll(".js-plotly-plot")].flatMap(chart => {
+    const box = chart.getBoundingClientRect();
+    return [...chart.querySelectorAll(".gtitle")]
+      .filter(t => { const r = t.getBoundingClientRect(); return r.right > box.right + 1 || r.left < box.left - 1; })
+      .map(t => t.textContent); })"""
 
 
 @pytest.fixture()
@@ -50,6 +56,7 @@ def test_main_figure_is_on_screen_and_no_label_is_cut(window, server_url, screen
     top = figure.bounding_box()["y"]
     assert 0 <= top < FIGURE_TOP_WITHIN * height, f"main figure starts at {top:.0f} px of {height}"
     assert window.evaluate(TRUNCATED_LABELS) == []
+    assert window.evaluate(CLIPPED_CHART_TITLES) == []
     if lab.figure == "graph":  # node text: 13 pt in the SVG, times how much the browser scaled the image
         drawn = figure.evaluate("img => img.getBoundingClientRect().width / img.naturalWidth")
         text_px = float(graphs.FONT_SIZE) * 96 / 72 * drawn
