@@ -16,6 +16,7 @@ import contextlib
 from collections.abc import Iterable, Iterator
 
 import torch
+import torch.utils._pytree as pytree
 from torch import nn
 
 DEFINITION = (
@@ -31,19 +32,13 @@ def storage_key(tensor: torch.Tensor) -> int:
 def excluded_storages(model: nn.Module | None, batch: Iterable[object] = ()) -> set[int]:
     """Storages of the model's parameters and buffers and of every tensor in the batch."""
     tensors = [*model.parameters(), *model.buffers()] if model is not None else []
-    tensors += _tensors_in(batch)
+    tensors += tensors_in(batch)
     return {storage_key(t) for t in tensors}
 
 
-def _tensors_in(value: object) -> Iterator[torch.Tensor]:
-    if torch.is_tensor(value):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _tensors_in(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _tensors_in(item)
+def tensors_in(value: object) -> list[torch.Tensor]:
+    """Every tensor in a batch-like value: a tensor, or dicts, lists and tuples of them, at any depth."""
+    return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
 @contextlib.contextmanager

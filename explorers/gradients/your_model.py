@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -187,13 +187,13 @@ class _Watch(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name in _METADATA_ONLY:
             return result
-        inputs = list(_tensors_in((args, kwargs)))
+        inputs = list(saved.tensors_in((args, kwargs)))
         getter = name == "__get__"  # an attribute such as .data, .T or .shape: reads nothing by itself
         for tensor in () if getter else inputs:
             for owner in self._owners(tensor):
                 if owner not in self.first_read:
                     self.first_read[owner] = len(self.first_read)
-        outputs = list(_tensors_in(result))
+        outputs = list(saved.tensors_in(result))
         if outputs and any(t.requires_grad for t in inputs) and not any(t.requires_grad for t in outputs):
             label = getattr(getattr(func, "__self__", None), "__name__", name) if getter else name
             self.cuts[label if torch.is_grad_enabled() else f"{label} under no_grad"] += 1
@@ -237,17 +237,6 @@ def _storage_key(tensor: torch.Tensor) -> int | None:
         return saved.storage_key(tensor)
     except (RuntimeError, NotImplementedError):  # tensors without storage (some subclasses)
         return None
-
-
-def _tensors_in(value: object) -> Iterator[torch.Tensor]:
-    if torch.is_tensor(value):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _tensors_in(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _tensors_in(item)
 
 
 def _private_copy(value: object) -> object:

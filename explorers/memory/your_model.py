@@ -189,7 +189,7 @@ def _check(model: object, example_input: object, optimizer: str, precision: str,
         raise ValueError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError("the model has no trainable parameter (requires_grad=True): there is no training step")
-    if not _tensors_in(example_input):
+    if not saved.tensors_in(example_input):
         raise ValueError("example_input must be a tensor, or a tuple, list or dict holding tensors")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, not {optimizer!r}")
@@ -199,12 +199,8 @@ def _check(model: object, example_input: object, optimizer: str, precision: str,
         raise ValueError(f"micro_batches must be a positive integer, not {micro_batches!r}")
 
 
-def _tensors_in(value: object) -> list[torch.Tensor]:
-    return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
-
-
 def _device(model: nn.Module, example_input: object) -> torch.device:
-    first = next(iter([*model.parameters(), *_tensors_in(example_input)]))
+    first = next(iter([*model.parameters(), *saved.tensors_in(example_input)]))
     return first.device
 
 
@@ -344,7 +340,9 @@ def _measure_steps(
     return Measurement(
         parameters=_nbytes(model.parameters()),
         buffers=_nbytes(model.buffers()),
-        batch=sum({saved.storage_key(t): t.untyped_storage().nbytes() for t in _tensors_in(example_input)}.values()),
+        batch=sum(
+            {saved.storage_key(t): t.untyped_storage().nbytes() for t in saved.tensors_in(example_input)}.values()
+        ),
         gradients=facts.gradients,
         optimizer_state=facts.optimizer_state,
         activations=facts.activations,
