@@ -63,7 +63,7 @@ LABS = (
         "Reproducibility",
         "Can you run the same experiment twice and get the same numbers?",
         ":material/replay:",
-        None,
+        "pages/7_Reproducibility.py",
     ),
     Lab(
         "serving", "Serving", "Why does a model that trained well fail in production?", ":material/rocket_launch:", None

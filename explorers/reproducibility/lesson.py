@@ -1,0 +1,322 @@
+"""The Reproducibility lab's sentences: each one a reading of the runs it is given.
+
+A sentence about a source of randomness says which case applied in this comparison (the job
+drew from it in the process where it was left unseeded, or it did not) and what the runs then
+showed; a branch whose condition the runs do not meet is not said. Steps count from 0.
+"""
+
+from __future__ import annotations
+
+from explorers.cards import AnswerCard
+from explorers.reproducibility.comparison import COMPONENTS, Comparison
+from explorers.reproducibility.job import SOURCES
+from explorers.reproducibility.resumption import ResumedRun, ResumeResult
+
+QUESTION = "How would you make a PyTorch experiment reproducible?"
+NAMES = {"torch": "torch's", "numpy": "numpy's", "python": "`random`'s"}
+
+
+def num(x: float) -> str:
+    """3 significant figures; exact zero stays 0."""
+    return "0" if x == 0 else f"{x:.3g}"
+
+
+def seconds(x: float) -> str:
+    return f"{x:.1f} s"
+
+
+def badge(c: Comparison) -> tuple[str, str]:
+    """(kind, text): kind is "equal", "differs" or "params_differ"."""
+    if c.bitwise_equal and c.first_divergent_step is None:
+        return "equal", (
+            f"Bitwise equal: {c.options.runs} fresh runs, the same loss at all {c.steps} steps and final "
+            "parameters identical to the bit."
+        )
+    if c.first_divergent_step is not None:
+        return "differs", (
+            f"Differs from step {c.first_divergent_step} by up to {num(c.max_loss_diff)} in loss; final "
+            f"parameters differ by up to {num(c.max_param_diff)}."
+        )
+    return "params_differ", (f"Every loss matched, yet the final parameters differ by up to {num(c.max_param_diff)}.")
+
+
+def _joined(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def components_line(c: Comparison) -> str:
+    first = c.component_first_difference
+    same = [name for name in COMPONENTS if first[name] is None]
+    different = [f"{name} (from step {first[name]})" for name in COMPONENTS if first[name] is not None]
+    parts = []
+    if same:
+        parts.append(f"identical in every run: {_joined(same)}")
+    if different:
+        parts.append(f"different: {_joined(different)}")
+    return "What each source produced, run against run: " + "; ".join(parts) + "."
+
+
+def _where_augmentation_ran(c: Comparison) -> str:
+    workers = [w for w in c.runs[0].workers_seen if w >= 0]
+    if not workers:
+        return "in the main process (`num_workers=0`)"
+    return f"in {len(workers)} DataLoader worker process{'es' if len(workers) > 1 else ''}"
+
+
+def _global_source_line(c: Comparison, source: str) -> str:
+    """numpy or python left unseeded: did the main process draw from it, and what happened."""
+    drew = c.runs[0].main_drew[source]
+    augmentation = c.component_first_difference["augmentation"]
+    name = NAMES[source]
+    if drew:
+        line = (
+            f"{name.capitalize()} global RNG was not seeded, and the job drew from it in the main process (its "
+            f"state moved during the run): the augmentation ran {_where_augmentation_ran(c)}."
+        )
+        if augmentation is not None:
+            line += f" So the augmentation differed from step {augmentation}."
+        return line
+    line = (
+        f"{name.capitalize()} global RNG was not seeded, but nothing in the main process drew from it (its state "
+        "was the same after the run), so this seed had nothing to fix."
+    )
+    if c.options.augmentation == "generator_in_init":
+        line += " The augmentation drew from the dataset's own Generator instead."
+    elif c.options.num_workers:
+        base = "the loader's seeded generator" if c.options.seed_workers else "torch's global RNG"
+        line += (
+            f" The augmentation ran {_where_augmentation_ran(c)}; since PyTorch 1.9 each worker seeds numpy and "
+            f"`random` from a base seed the DataLoader draws from {base}"
+        )
+        if augmentation is None:
+            line += ", so the augmentation was identical in every run."
+        elif not (c.options.seed_workers or c.options.seed_torch):
+            line += f", which was not seeded here, so the augmentation differed from step {augmentation}."
+        else:
+            line += f"; the augmentation still differed from step {augmentation}."
+    return line
+
+
+def source_lines(c: Comparison) -> list[str]:
+    """One sentence per source left out: which case applied, and what the runs showed."""
+    o, first = c.options, c.component_first_difference
+    lines = []
+    if not o.seed_torch:
+        weights = first["initial weights"]
+        line = "torch was not seeded: a new process seeds its global RNG from the operating system"
+        line += (
+            ", so the initial weights (`nn.Linear`'s init) differed from step 0"
+            if weights is not None
+            else ", yet the initial weights were identical"
+        )
+        if first["dropout RNG"] is not None:
+            line += f" and dropout drew from a different RNG state from step {first['dropout RNG']}"
+        lines.append(line + ".")
+    for source, seeded in (("numpy", o.seed_numpy), ("python", o.seed_python)):
+        if not seeded:
+            lines.append(_global_source_line(c, source))
+    if not o.seed_workers:
+        order, augmentation = first["batch order"], first["augmentation"]
+        line = "The DataLoader got no generator and no `worker_init_fn`: its shuffle"
+        line += " and its workers' base seed come" if o.num_workers else " comes"
+        line += " from torch's global RNG"
+        if o.seed_torch and order is None:
+            line += ", which was seeded, so the batch order was identical in every run"
+            if o.num_workers and o.augmentation == "global" and augmentation is None:
+                line += " and so was the worker augmentation: no `worker_init_fn` was needed"
+        elif order is not None:
+            line += f", so the batch order differed from step {order}"
+        lines.append(line + ".")
+    if not o.deterministic:
+        if c.bitwise_equal:
+            lines.append(
+                "Deterministic algorithms were off, and the runs were still bitwise equal: on the CPU the ops "
+                "this job uses gave the same bits without the flag. It matters for GPU kernels that accumulate "
+                "with atomics, which this lab cannot show on a machine without CUDA."
+            )
+        elif all(first[name] is None for name in COMPONENTS):
+            lines.append(
+                "Deterministic algorithms were off, and every source gave the same numbers in every run, yet "
+                "the results differ: the difference came from the computation itself."
+            )
+    return lines
+
+
+def duplicates_line(c: Comparison) -> str | None:
+    run = c.runs[0]
+    if c.options.augmentation != "generator_in_init":
+        return None
+    workers = [w for w in run.workers_seen if w >= 0]
+    line = f"The augmentation drew from a numpy Generator made in the dataset's `__init__`: {run.repeated_draws} of "
+    line += f"{run.draws} draws in run 1 repeated an earlier draw"
+    if run.repeated_draws and len(workers) > 1:
+        line += (
+            f". Each of the {len(workers)} workers got a copy of the same Generator state, so they handed out the "
+            "same noise and scales in the same order (the table below shows the first two batches)"
+        )
+    elif not run.repeated_draws:
+        line += ": one copy of the Generator, in one process, never repeats"
+    if c.component_first_difference["augmentation"] is None:
+        line += ". It was seeded with the config's seed, so every run agreed: reproducible"
+        line += ", and wrong" if run.repeated_draws else ""
+    return line + "."
+
+
+def _span(values: list[float]) -> str:
+    low, high = seconds(min(values)), seconds(max(values))
+    return low if low == high else f"{low} to {high}"
+
+
+def cost_line(c: Comparison) -> str:
+    """What a fresh process cost, phase by phase, and which heavy imports each phase triggered."""
+    starts = [run.start_s for run in c.runs]
+    totals = [run.total_s for run in c.runs]
+    line = (
+        f"Each run was a new Python process: starting it and importing torch took {_span(starts)} of its "
+        f"{_span(totals)}"
+    )
+    why = {
+        "seeding": "turning on deterministic algorithms",
+        "building": "building the job (Adam's first parameter group)",
+    }
+    for phase, doing in why.items():
+        imported = c.runs[0].imports.get(phase, [])
+        if imported:
+            spent = max(run.timings[phase] for run in c.runs)
+            line += f"; {doing} imported {_joined([f'`{name}`' for name in imported])}, up to {seconds(spent)}"
+    steps = max(run.timings["steps"] for run in c.runs)
+    return line + f"; the {c.steps} steps themselves took up to {seconds(steps)}."
+
+
+def explain(c: Comparison) -> list[str]:
+    kind, text = badge(c)
+    lines = [f"**{text}**"]
+    if kind == "equal" and all(getattr(c.options, source) for source in SOURCES):
+        lines.append(
+            f"Every source seeded: the final parameters' digest was `{c.runs[0].parameters_digest}` in all "
+            f"{c.options.runs} processes."
+        )
+    lines.append(components_line(c))
+    lines += source_lines(c)
+    duplicates = duplicates_line(c)
+    if duplicates:
+        lines.append(duplicates)
+    lines.append(cost_line(c))
+    return lines
+
+
+# --- Resume ------------------------------------------------------------------------------------------------
+
+
+def variant_name(run: ResumedRun) -> str:
+    return "with full state" if not run.forgotten else "without " + _joined(run.forgotten)
+
+
+def resume_line(r: ResumeResult, run: ResumedRun) -> str:
+    k = r.options.checkpoint_at
+    name = variant_name(run)
+    if run.equal and run.first_divergent_step is None:
+        return (
+            f"Resumed at step {k} {name}: every later loss and the final parameters matched the "
+            "straight-through run bit for bit."
+        )
+    line = f"Resumed at step {k} {name}: "
+    s = run.first_divergent_step
+    if s is None:
+        line += f"every loss matched, but the final parameters differ by up to {num(run.max_param_diff)}"
+        return line + "."
+    if s > k:
+        line += f"the loss at step {k} still matched (computed from the restored weights before any update), then "
+    line += f"from step {s} the losses differ by up to {num(run.max_loss_diff)}; final parameters by up to "
+    line += f"{num(run.max_param_diff)}"
+    why = []
+    if not run.kept["keep_optimizer_state"]:
+        why.append("Adam restarted its step count and moment estimates, so its updates had another size")
+    if not run.kept["keep_rng_state"]:
+        why.append("dropout and augmentation drew from the seed's start again, not from where the run had got to")
+    if not run.kept["keep_sampler_state"]:
+        why.append("the sampler began the epoch's order again, so it fed batches the run had already used")
+    return line + (" (" + "; ".join(why) + ")" if why else "") + "."
+
+
+def resume_lines(r: ResumeResult) -> list[str]:
+    from explorers import units
+
+    lines = [resume_line(r, run) for run in r.resumed]
+    lines.append(
+        f"The checkpoint held {_joined(r.checkpoint_parts)} ({units.format_bytes(r.checkpoint_bytes)}); each resumed "
+        "process loaded it with `torch.load(weights_only=True)`, which rebuilds tensors and plain containers only "
+        "and runs no code from the file."
+    )
+    return lines
+
+
+# --- Study mode ---------------------------------------------------------------------------------------------
+
+
+def predict_evidence(with_workers: Comparison, main_process: Comparison) -> tuple[str, str]:
+    """(the answer the runs give, the evidence) for: seed torch only, 2 workers, numpy augmentation: equal?"""
+    answer = "Yes, bitwise equal" if with_workers.bitwise_equal else "No, they differ"
+    drew = with_workers.runs[0].main_drew["numpy"]
+    evidence = (
+        f"Measured just now, {with_workers.options.runs} fresh processes with only torch seeded and "
+        f"{with_workers.options.num_workers} workers: {badge(with_workers)[1]} Numpy's global RNG in the main "
+        f"process {'moved' if drew else 'was never drawn from'}; the augmentation "
+        + (
+            "was identical in every run, because PyTorch seeds numpy and `random` in each worker from torch's base "
+            "seed."
+            if with_workers.component_first_difference["augmentation"] is None
+            else f"differed from step {with_workers.component_first_difference['augmentation']}."
+        )
+    )
+    evidence += f" The same seeds with `num_workers=0` (augmentation in the main process): {badge(main_process)[1]}"
+    return answer, evidence
+
+
+def answer_card(c: Comparison, r: ResumeResult) -> AnswerCard:
+    full = next((run for run in r.resumed if not run.forgotten), None)
+    forgot_optimizer = next((run for run in r.resumed if run.forgotten == ["optimizer state"]), None)
+    evidence = badge(c)[1] + " " + components_line(c)
+    if full is not None:
+        evidence += f" Resumed at step {r.options.checkpoint_at} with full state: " + (
+            "bitwise equal to the straight-through run."
+            if full.equal
+            else f"differs by up to {num(full.max_param_diff)}."
+        )
+    if forgot_optimizer is not None and not forgot_optimizer.equal:
+        evidence += (
+            f" Without the optimizer state: differs from step {forgot_optimizer.first_divergent_step}, final "
+            f"parameters by up to {num(forgot_optimizer.max_param_diff)}."
+        )
+    trade_off = (
+        "Deterministic algorithms and a fixed thread count can cost speed, and on CUDA some ops raise an error "
+        "instead of running nondeterministically. For a hyper-parameter sweep, agreement within seed-to-seed noise "
+        "is often the right level, and several seeds say more than one bitwise rerun."
+    )
+    return AnswerCard(
+        question=QUESTION,
+        requirement=(
+            "Rerun an experiment and get the same numbers, or know why not: bit for bit on the same machine and "
+            "software for debugging and fair comparisons; within noise across machines. Assumed: the same code, "
+            "data and library versions. Out of scope: bit-equality across GPU models or torch versions, which "
+            "PyTorch does not promise."
+        ),
+        mechanism=(
+            "Every random draw comes from a generator: torch's global RNG (init, dropout, and the shuffle and "
+            "workers' base seed unless the DataLoader has its own generator), numpy's and `random`'s (augmentation "
+            "in the main process), and each worker's, which PyTorch seeds from the base seed. Seed every source "
+            "the job draws from, switch on deterministic algorithms for GPUs, record code, config, seeds, versions "
+            "and data split in a manifest, and checkpoint weights, optimizer, RNG and sampler state."
+        ),
+        evidence=evidence,
+        recovery=(
+            "When two runs differ, diff their manifests first (code, versions, seeds, flags, data hash), then "
+            "compare what each source produced step by step to find the first difference, as the table on this "
+            "page does; seed one source at a time to bisect."
+        ),
+        trade_off=trade_off,
+        could_prove_wrong=(
+            "Two fresh processes with identical manifests on the same machine whose final-parameter digests "
+            "differ: then a source of randomness is not recorded, and the first component that differed names it."
+        ),
+    )

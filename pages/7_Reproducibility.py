@@ -1,0 +1,208 @@
+"""Reproducibility lab: the same job in fresh processes, compared bit for bit; resume from a checkpoint; manifests."""
+
+import dataclasses
+
+import streamlit as st
+
+from explorers.reproducibility import comparison as rerun
+from explorers.reproducibility import figures as charts
+from explorers.reproducibility import job, lesson, manifest
+from explorers.reproducibility import resumption as resume
+from ui import figures, runs
+from ui.fields import BoolField, ChoiceField, IntField, quote
+from ui.frame import start_lab
+
+DEFAULT = rerun.CompareOptions()
+RESUME = resume.ResumeOptions()
+SOURCE_FIELDS = {  # URL name: (CompareOptions field, toggle label)
+    "torch": ("seed_torch", "Seed torch"),
+    "numpy": ("seed_numpy", "Seed numpy"),
+    "random": ("seed_python", "Seed random"),
+    "seed_workers": ("seed_workers", "Seed workers"),
+    "deterministic": ("deterministic", "Deterministic"),
+}
+KEEP_FIELDS = {  # URL name: (ResumeOptions field, toggle label)
+    "keep_optimizer": ("keep_optimizer_state", "Keep optimizer state"),
+    "keep_rng": ("keep_rng_state", "Keep RNG state"),
+    "keep_sampler": ("keep_sampler_state", "Keep sampler state"),
+}
+FIELDS = (
+    *(BoolField(name, getattr(DEFAULT, option)) for name, (option, _) in SOURCE_FIELDS.items()),
+    IntField("runs", DEFAULT.runs, *rerun.RUNS_RANGE),
+    IntField("workers", DEFAULT.num_workers, *job.WORKERS_RANGE),
+    IntField("steps", DEFAULT.steps, *job.STEPS_RANGE),
+    IntField("seed", DEFAULT.seed, *job.SEED_RANGE),
+    ChoiceField("augmentation", DEFAULT.augmentation, tuple(job.AUGMENTATIONS)),
+    IntField("trial", DEFAULT.trial, *rerun.TRIAL_RANGE),
+    IntField("checkpoint", RESUME.checkpoint_at, 1, job.STEPS_RANGE[1] - 1),
+    *(BoolField(name, getattr(RESUME, option)) for name, (option, _) in KEEP_FIELDS.items()),
+)
+
+page = start_lab("reproducibility", FIELDS)
+key = page.key
+
+
+def run_again() -> None:
+    page.set("trial", min(page.value("trial") + 1, rerun.TRIAL_RANGE[1]))
+
+
+bench, stage = page.workbench()
+with bench:  # the sources are what a presenter toggles
+    st.markdown("**Seed each source of randomness?**")
+    toggles = st.columns(2)
+    for index, (name, (_, label)) in enumerate(SOURCE_FIELDS.items()):
+        toggles[index % 2].toggle(label, key=key(name))
+    toggles[1].button("Run again", icon=":material/refresh:", on_click=run_again, help="New processes, same settings")
+with bench, page.controls():
+    left, right = st.columns(2)
+    left.slider("Runs", *rerun.RUNS_RANGE, key=key("runs"))
+    right.slider("DataLoader workers", *job.WORKERS_RANGE, key=key("workers"))
+    left.slider("Steps", *job.STEPS_RANGE, key=key("steps"))
+    right.number_input("Seed", *job.SEED_RANGE, key=key("seed"), step=1)
+    st.selectbox(
+        "Augmentation draws from", tuple(job.AUGMENTATIONS), format_func=job.AUGMENTATIONS.get, key=key("augmentation")
+    )
+steps = page.value("steps")
+if page.value("checkpoint") > steps - 1:  # the resume slider's range follows the steps
+    page.set("checkpoint", steps - 1)
+
+options = rerun.CompareOptions(
+    runs=page.value("runs"),
+    num_workers=page.value("workers"),
+    steps=steps,
+    seed=page.value("seed"),
+    augmentation=page.value("augmentation"),
+    trial=page.value("trial"),
+    **{option: page.value(name) for name, (option, _) in SOURCE_FIELDS.items()},
+)
+settings = charts.caption_settings(options)
+
+comparison = runs.run(rerun.compare_runs, options, label="Running the job in fresh processes")
+kind, text = lesson.badge(comparison)
+with stage:
+    {"equal": st.success, "differs": st.error}.get(kind, st.warning)(f"**{text}**")
+    figures.plotly(
+        charts.loss_figure(comparison), figures.caption("Loss per step", settings, "cpu"), "reproducibility-losses"
+    )
+if page.device != "cpu":
+    st.info("This lab's job runs on the CPU; the device choice does not apply to it.")
+
+difference, sources = st.columns([3, 2], gap="large")
+with difference:
+    figures.plotly(
+        charts.difference_figure(comparison),
+        figures.caption("Loss difference from run 1", settings, "cpu"),
+        "reproducibility-differences",
+    )
+with sources:
+    st.subheader("Which source differed")
+    st.dataframe(charts.components_table(comparison), hide_index=True)
+    st.dataframe(charts.runs_table(comparison), hide_index=True)
+    if options.augmentation == "generator_in_init":
+        st.caption("Run 1's first two batches: who made them, and the scales drawn")
+        st.dataframe(charts.draws_table(comparison), hide_index=True)
+
+st.subheader("Resume from a checkpoint")
+st.caption(
+    "One process trains straight through and writes a checkpoint after the chosen step; each resumed run is a new "
+    "process that loads it with `torch.load(weights_only=True)`, restores what you keep, and trains to the end. "
+    "All seeds set, data read in the main process."
+)
+keeps, checkpoint = st.columns([2, 3], gap="large")
+with keeps:
+    for name, (_, label) in KEEP_FIELDS.items():
+        st.toggle(label, key=key(name))
+with checkpoint:
+    if steps > 2:
+        st.slider("Checkpoint after step", 1, steps - 1, key=key("checkpoint"))
+    else:
+        st.caption("With 2 steps, the checkpoint is written after step 1.")
+resume_options = resume.ResumeOptions(
+    total_steps=steps,
+    checkpoint_at=page.value("checkpoint"),
+    seed=options.seed,
+    **{option: page.value(name) for name, (option, _) in KEEP_FIELDS.items()},
+)
+page.sync_url()
+resumed = runs.run(resume.resume_study, resume_options, label="Resuming from a checkpoint in fresh processes")
+resume_settings = {"steps": steps, "checkpoint": resume_options.checkpoint_at, "seed": options.seed}
+figures.plotly(  # full width: five curves need a legend on one row
+    charts.resume_figure(resumed),
+    figures.caption("Straight through vs resumed", resume_settings, "cpu"),
+    "reproducibility-resume",
+)
+verdict, table = st.columns([2, 3], gap="large")
+with verdict:
+    (st.success if resumed.equal else st.error)(lesson.resume_line(resumed, resumed.chosen))
+table.dataframe(charts.resume_table(resumed), hide_index=True)
+
+st.subheader("Run manifest")
+manifests = [run.manifest for run in comparison.runs]
+st.download_button(
+    "⬇ Manifest of run 1 (.json)",
+    manifest.to_json(manifests[0]),
+    "reproducibility-manifest.json",
+    mime="application/json",
+    on_click="ignore",
+    key="reproducibility-manifest",
+)
+with st.expander("Run 1's manifest"):
+    st.json(manifests[0], expanded=2)
+st.markdown("**Compare two manifests.** Run 1 against the last run, unless you upload your own for either side.")
+sides = []
+for column, label, default in zip(st.columns(2), ("Left", "Right"), (manifests[0], manifests[-1]), strict=True):
+    upload = column.file_uploader(f"{label} manifest (.json)", type=["json"], key=key(f"manifest_{label.lower()}"))
+    if upload is None:
+        sides.append(default)
+        continue
+    try:
+        sides.append(manifest.parse(upload.getvalue()))
+    except ValueError as error:
+        column.error(f"**{label} manifest {quote(upload.name)}:** {error}", icon=":material/error:")
+        sides.append(None)
+if None not in sides:
+    found = manifest.differences(*sides)
+    if found:
+        st.markdown(f"**{len(found)} field(s) differ:** " + ", ".join(f"`{d.field}`" for d in found))
+        st.dataframe(charts.manifest_table(found), hide_index=True)
+    else:
+        st.success("The two manifests are identical, field for field.")
+
+lines = lesson.explain(comparison)
+resume_sentences = lesson.resume_lines(resumed)
+figures.why_panel(lines + resume_sentences)
+figures.answer_card(lesson.answer_card(comparison, resumed))
+predict_key = key("predict")
+answer = evidence = ""  # the runs behind the answer start once the reader has committed to one
+if st.session_state.get(predict_key) is not None:
+    torch_only = rerun.CompareOptions(
+        seed_numpy=False, seed_python=False, seed_workers=False, deterministic=False, steps=steps, seed=options.seed
+    )
+    with_workers, main_process = runs.run_all(
+        [(rerun.compare_runs, torch_only), (rerun.compare_runs, dataclasses.replace(torch_only, num_workers=0))],
+        label="Running the prediction's comparisons",
+    )
+    answer, evidence = lesson.predict_evidence(with_workers, main_process)
+figures.predict_then_reveal(
+    predict_key,
+    "Seed torch only (no numpy, random or worker seeding), 2 DataLoader workers, augmentation drawing from numpy "
+    "and random: are two fresh runs bitwise equal?",
+    ["Yes, bitwise equal", "No, they differ"],
+    answer,
+    evidence,
+)
+figures.notes_download(
+    "Reproducibility lab",
+    figures.caption("Reproducibility lab", settings, "cpu"),
+    {
+        "What happened": "\n".join(f"- {line}" for line in lines),
+        "Resume": "\n".join(f"- {line}" for line in resume_sentences),
+        "Sources": figures.markdown_table(charts.components_table(comparison).to_dict("records")),
+        "Runs": figures.markdown_table(charts.runs_table(comparison).to_dict("records")),
+        "Resumed runs": figures.markdown_table(charts.resume_table(resumed).to_dict("records")),
+        "Manifest of run 1": figures.markdown_table(
+            [{"field": field, "value": value} for field, value in manifest.flatten(manifests[0]).items()]
+        ),
+    },
+    "reproducibility",
+)

@@ -1,0 +1,203 @@
+"""Every kind of sentence the Reproducibility lab shows, checked against torch code written here.
+
+The facts behind the lab's sentences (how DataLoader workers are seeded, which global RNG the
+main process draws from, what a Generator made in __init__ does in workers, what the job's first
+calls import, what weights_only refuses) are measured by small scripts in fresh interpreters that
+use no code of the lab; the lab's numbers (first differing step, largest gaps) are recomputed from
+its recorded losses with plain arithmetic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from explorers import engine, units
+from explorers.reproducibility import lesson
+from explorers.reproducibility.comparison import CompareOptions, compare_runs
+from explorers.reproducibility.resumption import ResumeOptions, resume_study
+
+ALL_SEEDED = CompareOptions()
+TORCH_ONLY = CompareOptions(seed_numpy=False, seed_python=False, seed_workers=False, deterministic=False)
+
+WORKER_FACTS = r"""
+import json, random, sys
+import numpy as np, torch
+
+if sys.argv[1] == "seeded":
+    torch.manual_seed(0)
+
+class Draws(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        return torch.tensor([np.random.rand(), random.random(), torch.rand(()).item()], dtype=torch.float64)
+
+class GeneratorInInit(torch.utils.data.Dataset):
+    def __init__(self):
+        self.rng = np.random.default_rng(7)
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        return torch.tensor(self.rng.random(), dtype=torch.float64)
+
+def states():
+    return repr(np.random.get_state()[1][:8].tolist()) + repr(np.random.get_state()[2]) + repr(random.getstate())
+
+def load(dataset, workers):
+    context = "fork" if workers else None
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=workers, multiprocessing_context=context)
+    return [batch.tolist() for batch in loader]
+
+before = states()
+in_workers = load(Draws(), 2)
+untouched = states() == before
+in_main = load(Draws(), 0)
+print(json.dumps({
+    "workers": in_workers,
+    "main_state_untouched_with_workers": untouched,
+    "main_state_moved_without_workers": states() != before,
+    "main": in_main,
+    "generator_in_init": load(GeneratorInInit(), 2),
+}))
+"""
+
+
+def fresh_python(script: str, *args: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def worker_facts():
+    return {mode: [fresh_python(WORKER_FACTS, mode) for _ in range(2)] for mode in ("seeded", "unseeded")}
+
+
+def measured(fn, options):
+    return engine.default_engine().run(fn, options)
+
+
+def number(text: str) -> float:
+    return float(text.rstrip("."))
+
+
+# --- The badge ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ALL_SEEDED,
+        dataclasses.replace(ALL_SEEDED, seed_torch=False),
+        dataclasses.replace(ALL_SEEDED, seed_numpy=False, num_workers=0),
+    ],
+)
+def test_the_badge_states_the_first_differing_step_and_the_largest_gap(options):
+    c = measured(compare_runs, options)
+    kind, text = lesson.badge(c)
+    losses = c.losses
+    differing = [s for s in range(len(losses[0])) if any(run[s] != losses[0][s] for run in losses[1:])]
+    if not differing:
+        assert kind == "equal" and text.startswith("Bitwise equal") and f"all {len(losses[0])} steps" in text
+        return
+    step, gap, params = re.search(r"Differs from step (\d+) by up to (\S+) in loss; .* up to (\S+)", text).groups()
+    assert int(step) == differing[0]
+    largest = max(abs(a - b) for run in losses[1:] for a, b in zip(run, losses[0], strict=True))
+    assert number(gap) == pytest.approx(largest, rel=5e-3)
+    assert number(params) == pytest.approx(c.max_param_diff, rel=5e-3) and c.max_param_diff > 0
+
+
+# --- What PyTorch does with workers, checked without the lab -------------------------------------------------------
+
+
+def test_torch_seeded_alone_makes_worker_numpy_and_random_reproducible(worker_facts):
+    seeded, unseeded = worker_facts["seeded"], worker_facts["unseeded"]
+    assert seeded[0]["workers"] == seeded[1]["workers"]
+    assert unseeded[0]["workers"] != unseeded[1]["workers"]
+    line = next(s for s in lesson.explain(measured(compare_runs, TORCH_ONLY)) if s.startswith("Numpy's"))
+    assert "since PyTorch 1.9 each worker seeds numpy and `random`" in line
+    assert line.endswith("so the augmentation was identical in every run.")
+
+
+def test_with_workers_the_main_process_never_draws_from_numpy_or_random(worker_facts):
+    facts = worker_facts["unseeded"][0]
+    assert facts["main_state_untouched_with_workers"] and facts["main_state_moved_without_workers"]
+    workers_lines = lesson.explain(measured(compare_runs, TORCH_ONLY))
+    assert any("nothing in the main process drew from it" in s for s in workers_lines)
+    main = lesson.explain(measured(compare_runs, dataclasses.replace(ALL_SEEDED, seed_numpy=False, num_workers=0)))
+    assert any("the job drew from it in the main process" in s for s in main)
+    assert not any("nothing in the main process drew from it" in s for s in main)
+
+
+def test_a_generator_made_in_init_hands_every_worker_the_same_numbers(worker_facts):
+    first_worker, second_worker = worker_facts["unseeded"][0]["generator_in_init"]
+    assert first_worker == second_worker
+    c = measured(compare_runs, dataclasses.replace(TORCH_ONLY, augmentation="generator_in_init"))
+    line = lesson.duplicates_line(c)
+    assert "handed out the same noise and scales in the same order" in line
+    repeated, draws = (int(n) for n in re.search(r"(\d+) of (\d+) draws", line).groups())
+    assert draws == c.steps * 16 and repeated > 0
+
+
+# --- What the job's first calls cost ----------------------------------------------------------------------------------
+
+
+def test_adam_and_deterministic_algorithms_import_what_the_lab_says():
+    """Whichever comes first in a new process, Adam or the deterministic flag, imports torch's compiler stack."""
+    check = "import sys, json, torch\nm = torch.nn.Linear(2, 2)\nbefore = [n in sys.modules for n in NAMES]\n{}\n"
+    check += "print(json.dumps([before, [n in sys.modules for n in NAMES]]))\n"
+    names = "NAMES = ('torch._dynamo', 'torch._inductor')\n"
+    adam = fresh_python(names + check.format("torch.optim.Adam(m.parameters())"))
+    deterministic = fresh_python(names + check.format("torch.use_deterministic_algorithms(True)"))
+    assert adam == deterministic == [[False, False], [True, True]]
+    without = lesson.cost_line(measured(compare_runs, TORCH_ONLY))
+    assert "building the job (Adam's first parameter group) imported `torch._dynamo` and `torch._inductor`" in without
+    assert "deterministic" not in without
+    seeded = lesson.cost_line(measured(compare_runs, ALL_SEEDED))
+    assert "turning on deterministic algorithms imported `torch._dynamo` and `torch._inductor`" in seeded
+    assert "building the job" not in seeded  # Adam found them imported already
+
+
+# --- Resume --------------------------------------------------------------------------------------------------------
+
+
+def test_resume_sentences_match_the_recorded_losses():
+    r = measured(resume_study, ResumeOptions())
+    k = r.options.checkpoint_at
+    for run in r.resumed:
+        line = lesson.resume_line(r, run)
+        reference = r.straight_losses[k:]
+        differing = [k + i for i, (a, b) in enumerate(zip(run.losses, reference, strict=True)) if a != b]
+        if not differing:
+            assert "matched the straight-through run bit for bit" in line
+            continue
+        assert f"from step {differing[0]} the losses differ" in line
+        assert ("still matched" in line) == (run.losses[0] == reference[0])
+        gap = max(abs(a - b) for a, b in zip(run.losses, reference, strict=True))
+        assert number(re.search(r"differ by up to (\S+);", line).group(1)) == pytest.approx(gap, rel=5e-3)
+
+
+def test_weights_only_loading_runs_no_code_from_the_file(tmp_path):
+    marker = tmp_path / "the-file-ran-code"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.makedirs, (str(marker),))
+
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"model": {}, "trap": Payload()}, path)
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(path, weights_only=True)
+    assert not marker.exists()
+    r = measured(resume_study, ResumeOptions())
+    line = lesson.resume_lines(r)[-1]
+    assert "torch.load(weights_only=True)" in line and units.format_bytes(r.checkpoint_bytes) in line
