@@ -60,6 +60,7 @@ screenshots: browser
 bench: browser
 	$(BIN)/python benchmarks/bench_pages.py
 	$(BIN)/python benchmarks/bench_browser.py
+	$(BIN)/python benchmarks/bench_reproducibility.py
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache

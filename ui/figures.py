@@ -115,7 +115,7 @@ def plotly(figure: go.Figure, caption_text: str, file_stem: str, key: str | None
 
 
 CAPTION_FONT_SIZE = 13
-CAPTION_LINE_CHARS = 80  # wrapped by hand: plotly annotations do not wrap; 80 fits a 600 px chart
+CAPTION_LINE_CHARS = 56  # wrapped by hand (annotations do not wrap): fits a half-width chart at 1280 px
 
 
 def _add_caption(figure: go.Figure, text: str) -> None:
@@ -135,6 +135,7 @@ def _add_caption(figure: go.Figure, text: str) -> None:
         xanchor="left",
         yanchor="top",
         yshift=-axis_room,
+        xshift=8 - (figure.layout.margin.l or 80),  # from the figure's left edge, not the plot's: more room
         align="left",
         showarrow=False,
         font={"size": CAPTION_FONT_SIZE, "color": "#555"},
