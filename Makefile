@@ -61,6 +61,7 @@ bench: browser
 	$(BIN)/python benchmarks/bench_pages.py
 	$(BIN)/python benchmarks/bench_browser.py
 	$(BIN)/python benchmarks/bench_reproducibility.py
+	$(BIN)/python benchmarks/bench_serving.py
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache

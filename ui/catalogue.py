@@ -66,7 +66,11 @@ LABS = (
         "pages/7_Reproducibility.py",
     ),
     Lab(
-        "serving", "Serving", "Why does a model that trained well fail in production?", ":material/rocket_launch:", None
+        "serving",
+        "Serving",
+        "Why does a model that trained well fail in production?",
+        ":material/rocket_launch:",
+        "pages/8_Serving.py",
     ),
 )
 

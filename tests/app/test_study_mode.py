@@ -15,6 +15,7 @@ EVIDENCE_CONTROLS = {
     "pages/4_Memory.py": ("select_slider", "memory.batch_size", 256),
     "pages/5_Gradients.py": ("slider", "gradients.scale", 2.0),
     "pages/7_Reproducibility.py": ("toggle", "reproducibility.torch", False),
+    "pages/8_Serving.py": ("checkbox", "serving.feature_order", True),
 }
 CARDED = [page for page in PAGES if page in EVIDENCE_CONTROLS]
 

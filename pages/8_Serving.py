@@ -1,0 +1,136 @@
+"""Serving lab: a model that trains well but fails in production, traced stage by stage with a golden set."""
+
+import streamlit as st
+
+from explorers.serving import actions, experiment, export, lesson
+from explorers.serving import figures as charts
+from explorers.serving.experiment import SEED_RANGE, SHIFT_RANGE, ServingOptions
+from explorers.serving.pipeline import MISMATCHES
+from ui import figures, runs
+from ui.fields import BoolField, FloatField, IntField
+from ui.frame import start_lab
+
+DEFAULT = ServingOptions()
+FIELDS = (
+    *(BoolField(name, False) for name in MISMATCHES),
+    FloatField("shift", DEFAULT.shift, *SHIFT_RANGE),
+    IntField("seed", DEFAULT.seed, *SEED_RANGE),
+)
+
+page = start_lab("serving", FIELDS)
+key = page.key
+
+bench, stage = page.workbench()
+with bench:  # the mismatches and the shift stay in view when presenting: they are what the presenter clicks
+    st.markdown("**Inject into serving**")
+    for name, mismatch in MISMATCHES.items():  # one per row: two columns clip the labels at 1280 px
+        st.checkbox(mismatch.title, key=key(name), help=f"{mismatch.what} It enters at {mismatch.stage}.")
+    st.slider(
+        "Live traffic shift (std)",
+        *SHIFT_RANGE,
+        step=0.25,
+        key=key("shift"),
+        help="Moves the mean of monthly charges and support calls by this many training standard deviations.",
+    )
+with bench, page.controls():
+    st.number_input("Seed (data, training, traffic)", *SEED_RANGE, key=key("seed"), step=1)
+page.sync_url()
+
+options = ServingOptions(
+    mismatches=tuple(name for name in MISMATCHES if page.value(name)),
+    shift=page.value("shift"),
+    seed=page.value("seed"),
+    device=page.device,
+)
+settings = {"mismatches": ", ".join(options.mismatches) or "none", "shift": options.shift, "seed": options.seed}
+c = runs.run(experiment.compare_run, options, label="Replaying the golden set and live traffic")
+
+with stage:
+    figures.plotly(
+        charts.stage_figure(c, text_size=20 if page.presenting else 14),
+        figures.caption("Golden set, stage by stage", settings, page.device),
+        "serving-stages",
+    )
+    if c.first_divergent_stage is None:
+        st.success(f"**Golden set:** all {c.golden_size} requests match the recorded outputs at every stage.")
+    else:
+        st.warning(f"**Golden set:** the first stage that differs is **{c.first_divergent_stage}**.")
+    validation, recorded, served = st.columns(3)
+    validation.metric("Validation", actions.percent(c.validation_accuracy))
+    recorded.metric("Recorded, live", actions.percent(c.reference_accuracy))
+    served.metric(
+        "Serving, live",
+        actions.percent(c.serving_accuracy),
+        delta=f"{100 * (c.serving_accuracy - c.reference_accuracy):+.1f} pts",
+        delta_color="normal" if c.serving_accuracy != c.reference_accuracy else "off",
+    )
+
+items = actions.checklist(c)
+with st.container(border=True):
+    st.subheader("Checklist: the next action")
+    st.markdown("\n".join(f"{i}. {item}" for i, item in enumerate(items, 1)))
+if options.mismatches:
+    with st.expander(f"What the serving code does differently ({len(options.mismatches)})"):
+        for name in options.mismatches:
+            m = MISMATCHES[name]
+            st.markdown(f"**{m.title}** (enters at {m.stage}): {m.what}\n```python\n{m.code}\n```")
+
+golden, drift = st.columns(2, gap="large")
+with golden:
+    st.subheader("Golden set, largest difference first")
+    st.dataframe(charts.golden_table(c), hide_index=True, height=320)
+with drift:
+    figures.plotly(
+        charts.drift_figure(c), figures.caption("Drift per feature (PSI)", settings, page.device), "serving-drift"
+    )
+
+st.subheader("The input-to-output contract")
+st.dataframe(charts.contract_table(c), hide_index=True)
+st.caption("Take the check to your own service: replay these inputs and compare every stage with these outputs.")
+csv, golden_json, pipeline_json, checkpoint = st.columns(4)
+artefact = c.artefact
+stem = f"serving-seed{artefact.seed}"
+csv.download_button(
+    "⬇ Golden set (.csv)", lambda: export.golden_csv(artefact), f"{stem}-golden.csv", "text/csv", on_click="ignore"
+)
+golden_json.download_button(
+    "⬇ Golden set (.json)",
+    lambda: export.golden_json(artefact),
+    f"{stem}-golden.json",
+    "application/json",
+    on_click="ignore",
+)
+pipeline_json.download_button(
+    "⬇ Pipeline (.json)",
+    lambda: export.pipeline_json(artefact),
+    f"{stem}-pipeline.json",
+    "application/json",
+    on_click="ignore",
+)
+checkpoint.download_button(
+    "⬇ Checkpoint (.pt)", artefact.checkpoint, f"{stem}.pt", "application/octet-stream", on_click="ignore"
+)
+
+lines = lesson.explain(c)
+figures.why_panel(lines)
+figures.answer_card(lesson.answer_card(c))
+figures.predict_then_reveal(
+    key("predict"),
+    lesson.PREDICT_QUESTION,
+    list(lesson.PREDICT_CHOICES),
+    lesson.PREDICT_ANSWER,
+    lesson.predict_evidence(c),
+)
+figures.notes_download(
+    "Serving lab",
+    figures.caption("Serving lab", settings, page.device),
+    {
+        "What happened": "\n".join(f"- {line}" for line in lines),
+        "Checklist": "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1)),
+        "Accuracy": figures.markdown_table(charts.accuracy_rows(c)),
+        "Golden set": figures.markdown_table(charts.golden_table(c).to_dict("records")),
+        "Contract": figures.markdown_table(charts.contract_table(c).to_dict("records")),
+        "Drift": figures.markdown_table(charts.drift_rows(c)),
+    },
+    "serving",
+)
