@@ -24,7 +24,7 @@ STATE_KEY = "_notes"
 
 @dataclass
 class Notes:
-    charts: list[tuple[str, str]] = field(default_factory=list)  # (caption, figure JSON)
+    charts: list[tuple[str, go.Figure]] = field(default_factory=list)  # (caption, figure), serialised on export
     graphs: list[tuple[str, str]] = field(default_factory=list)  # (caption, SVG text)
     card: AnswerCard | None = None
 
@@ -39,7 +39,7 @@ def _current() -> Notes:
 
 
 def add_chart(caption: str, figure: go.Figure) -> None:
-    _current().charts.append((caption, figure.to_json()))
+    _current().charts.append((caption, figure))
 
 
 def add_graph(caption: str, svg: str) -> None:
@@ -83,8 +83,8 @@ def document(title: str, caption: str, sections: Mapping[str, str], notes: Notes
         body.append("<h2>Figures</h2>")
     for graph_caption, svg in notes.graphs:
         body.append(f"<figure>{svg}<figcaption class='caption'>{html.escape(graph_caption)}</figcaption></figure>")
-    for _, figure_json in notes.charts:  # a chart carries its caption inside (ui.figures.plotly)
-        body.append(f"<figure><div data-figure='{html.escape(figure_json, quote=True)}'></div></figure>")
+    for _, figure in notes.charts:  # a chart carries its caption inside (ui.figures.plotly)
+        body.append(f"<figure><div data-figure='{html.escape(figure.to_json(), quote=True)}'></div></figure>")
     scripts = ""
     if notes.charts:
         scripts = f"<script>{plotly.offline.get_plotlyjs()}</script><script>{DRAW_CHARTS}</script>"
