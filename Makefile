@@ -62,6 +62,7 @@ bench: browser
 	$(BIN)/python benchmarks/bench_browser.py
 	$(BIN)/python benchmarks/bench_reproducibility.py
 	$(BIN)/python benchmarks/bench_serving.py
+	$(BIN)/python benchmarks/bench_ddp.py
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache

@@ -57,7 +57,14 @@ LABS = (
         ":material/timer:",
         "pages/3_Profiler.py",
     ),
-    Lab("ddp", "DDP", "What does DistributedDataParallel do that several GPUs alone do not?", ":material/hub:", None),
+    Lab(
+        "ddp",
+        "DDP",
+        "What does DistributedDataParallel do that several GPUs alone do not?",
+        ":material/hub:",
+        "pages/6_DDP.py",
+        "graph",
+    ),
     Lab(
         "reproducibility",
         "Reproducibility",

@@ -14,6 +14,7 @@ EVIDENCE_CONTROLS = {
     "pages/3_Profiler.py": ("slider", "profiler.data_cost_ms", 20),
     "pages/4_Memory.py": ("select_slider", "memory.batch_size", 256),
     "pages/5_Gradients.py": ("slider", "gradients.scale", 2.0),
+    "pages/6_DDP.py": ("slider", "ddp.dataset_size", 9),
     "pages/7_Reproducibility.py": ("toggle", "reproducibility.torch", False),
     "pages/8_Serving.py": ("checkbox", "serving.feature_order", True),
 }

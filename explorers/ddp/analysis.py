@@ -1,0 +1,204 @@
+"""What a DDP run shows, read off its records: shards and padding, averaging, communication, unevenness, time.
+
+Pure functions of a `DDPRun` (from this machine or from a results file); the lesson turns
+them into sentences and the figures into charts, so both say the same thing.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+
+from explorers.ddp.results import DDPRun, RankResult
+
+
+@dataclass(frozen=True)
+class SamplerEpoch:
+    epoch: int
+    orders: tuple[tuple[int, ...], ...]  # per rank, the indices its sampler (or slice) gave, in order
+    slots: int  # samples handed out over all ranks
+    repeats: dict[int, tuple[int, ...]]  # index -> the ranks that got it, for indices handed out more than once
+    dropped: tuple[int, ...]  # indices no rank got
+    global_order: tuple[int, ...]  # the sampler's list before the split: rank r took positions r, r + W, ...
+    padding: int  # slots added beyond the dataset (DistributedSampler, drop_last=False)
+
+    @property
+    def repeats_are_the_first(self) -> bool:
+        """DistributedSampler pads by repeating the head of its (maybe shuffled) list: check it in this run."""
+        return self.padding > 0 and self.global_order[-self.padding :] == self.global_order[: self.padding]
+
+
+def sampler_epochs(run: DDPRun) -> list[SamplerEpoch]:
+    size, world = run.options.dataset_size, run.world_size
+    epochs = min((len(r.sampler_orders) for r in run.ranks), default=0)
+    found = []
+    for epoch in range(epochs):
+        orders = tuple(r.sampler_orders[epoch] for r in run.ranks)
+        counts = Counter(i for order in orders for i in order)
+        owners = {i: tuple(r for r, order in enumerate(orders) for j in order if j == i) for i in counts}
+        longest = max(len(o) for o in orders)
+        global_order = tuple(orders[r][k] for k in range(longest) for r in range(world) if k < len(orders[r]))
+        found.append(
+            SamplerEpoch(
+                epoch=epoch,
+                orders=orders,
+                slots=sum(counts.values()),
+                repeats={i: owners[i] for i in sorted(counts) if counts[i] > 1},
+                dropped=tuple(i for i in range(size) if i not in counts),
+                global_order=global_order,
+                padding=max(0, sum(counts.values()) - size),
+            )
+        )
+    return found
+
+
+def same_order_every_epoch(run: DDPRun) -> bool | None:
+    """Whether every rank saw its samples in the same order each epoch (None with fewer than two epochs)."""
+    epochs = sampler_epochs(run)
+    if len(epochs) < 2:
+        return None
+    return all(e.orders == epochs[0].orders for e in epochs[1:])
+
+
+@dataclass(frozen=True)
+class GradientCheck:
+    step: int
+    ranks_with_data: tuple[int, ...]  # ranks that trained on a batch in this step (the others had joined)
+    spread_across_ranks: float  # largest difference between two ranks' gradients after the all-reduce
+    gap_to_mean: float  # largest difference between the synced gradient and (sum of local gradients) / W
+
+
+def gradient_checks(run: DDPRun) -> list[GradientCheck]:
+    """Per step, on the ranks that recorded it: are the synced gradients equal, and equal to the local mean?"""
+    world = run.world_size
+    by_step: dict[int, list] = {}
+    for rank in run.ranks:
+        for entry in rank.steps:
+            by_step.setdefault(entry.step, []).append((rank.rank, entry))
+    checks = []
+    for step, entries in sorted(by_step.items()):
+        synced = [e.synced for _, e in entries]
+        mean = [sum(values) / world for values in zip(*(e.local for _, e in entries), strict=True)]
+        checks.append(
+            GradientCheck(
+                step=step,
+                ranks_with_data=tuple(r for r, _ in entries),
+                spread_across_ranks=max(_gap(s, synced[0]) for s in synced),
+                gap_to_mean=max(_gap(s, mean) for s in synced),
+            )
+        )
+    return checks
+
+
+def _gap(a, b) -> float:
+    return max(abs(x - y) for x, y in zip(a, b, strict=True))
+
+
+@dataclass(frozen=True)
+class Communication:
+    micro_steps: int  # micro-batches rank 0 trained on
+    synced_micro_steps: int  # of which ended with an all-reduce
+    calls: int  # all-reduce calls rank 0 made for gradients
+    buckets: tuple[int, ...]  # per synchronised step, how many buckets (calls)
+    bytes_per_step: int  # gradient bytes all-reduced per synchronised step
+
+
+def communication(run: DDPRun) -> Communication:
+    rank = run.ranks[0]
+    real = [c for c in rank.collectives if not c.shadow]
+    steps = {c.step for c in real}
+    per_step = [sum(c.bytes for c in real if c.step == s) for s in sorted(steps)]
+    return Communication(
+        micro_steps=len(rank.micro_steps),
+        synced_micro_steps=sum(m.synced for m in rank.micro_steps),
+        calls=len(real),
+        buckets=tuple(s.buckets for s in rank.steps),
+        bytes_per_step=max(per_step, default=0),
+    )
+
+
+def batches_per_epoch(run: DDPRun) -> list[tuple[int, ...]]:
+    """Per epoch, the micro-batches each rank trained on."""
+    epochs = max((m.epoch for r in run.ranks for m in r.micro_steps), default=-1) + 1
+    return [tuple(sum(m.epoch == e for m in r.micro_steps) for r in run.ranks) for e in range(epochs)]
+
+
+def uneven_epochs(run: DDPRun) -> list[int]:
+    return [e for e, counts in enumerate(batches_per_epoch(run)) if len(set(counts)) > 1]
+
+
+def shadowed(rank: RankResult) -> int:
+    """All-reduces of zeros this rank made after its data ran out (Join's shadowing)."""
+    return sum(c.shadow for c in rank.collectives)
+
+
+@dataclass(frozen=True)
+class Pairing:
+    call: int  # the n-th gradient all-reduce on every rank (1-based)
+    positions: tuple[tuple[int, int] | None, ...]  # per rank (epoch, step), None if the rank never made it
+
+
+def mismatched_pairings(run: DDPRun) -> list[Pairing]:
+    """Collectives pair by call order; where ranks' n-th all-reduces belong to different steps, say so."""
+    calls = [[c for c in r.collectives] for r in run.ranks]
+    longest = max((len(c) for c in calls), default=0)
+    found = []
+    for n in range(longest):
+        entries = [c[n] if n < len(c) else None for c in calls]
+        real = {(e.epoch, e.step) for e in entries if e is not None and not e.shadow}
+        if len(real) > 1 or (len(real) == 1 and None in entries and not run.options.join):
+            positions = tuple(None if e is None else (e.epoch, e.step) for e in entries)
+            found.append(Pairing(n + 1, positions))
+    return found
+
+
+def samples_per_step(run: DDPRun) -> list[int]:
+    """Per optimizer step, how many samples all ranks together trained on (the effective batch as it was)."""
+    totals: Counter = Counter()
+    for rank in run.ranks:
+        for entry in rank.micro_steps:
+            totals[entry.step] += len(entry.indices)
+    return [totals[s] for s in sorted(totals)]
+
+
+@dataclass(frozen=True)
+class TimeShares:
+    total_s: float
+    launch_s: float  # the slowest rank's start: interpreter and imports
+    init_s: float  # until the last rank has its DDP model
+    training_s: float  # from there to the last rank's end of training
+    rest_s: float  # gathering, the reference, writing the file, exiting
+
+    @property
+    def launch_share(self) -> float:
+        return self.launch_s / self.total_s if self.total_s else 0.0
+
+
+def time_shares(run: DDPRun) -> TimeShares | None:
+    """Where the run's wall-clock time went; None if some rank never got through init."""
+    ranks = run.ranks
+    if any(r.ready_at is None or r.init_done_at is None or r.finished_at is None for r in ranks):
+        return None
+    start = run.started_at
+    ready, inited = max(r.ready_at for r in ranks), max(r.init_done_at for r in ranks)
+    trained = max(r.finished_at for r in ranks)
+    end = run.launch_ended_at or trained
+    return TimeShares(end - start, ready - start, inited - ready, trained - inited, max(0.0, end - trained))
+
+
+def mean_phase_ms(run: DDPRun) -> dict[str, float]:
+    """Mean milliseconds per micro-batch of each phase over every rank (for the lesson's summary)."""
+    phases: dict[str, list[float]] = {"data": [], "forward": [], "backward": [], "optimizer": []}
+    for rank in run.ranks:
+        for m in rank.micro_steps:
+            for name in ("data", "forward", "backward"):
+                span = getattr(m, name)
+                phases[name].append((span[1] - span[0]) * 1000)
+            if m.optimizer is not None:
+                phases["optimizer"].append((m.optimizer[1] - m.optimizer[0]) * 1000)
+    return {name: statistics.fmean(values) for name, values in phases.items() if values}
+
+
+def failed_ranks(run: DDPRun) -> list[RankResult]:
+    return [r for r in run.ranks if r.outcome != "finished"]

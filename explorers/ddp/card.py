@@ -1,0 +1,181 @@
+"""The DDP lab's answer card, its predict-then-reveal question, and the DataParallel-versus-DDP table.
+
+The card's evidence, the question's answer and the table's last column are read off the
+run on screen; change a knob and they change with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from explorers.cards import AnswerCard
+from explorers.ddp import analysis, lesson
+from explorers.ddp.results import DDPRun
+from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S
+from explorers.ddp.words import LAUNCHERS, sci, seconds
+from explorers.units import format_bytes
+
+
+def answer_card(run: DDPRun) -> AnswerCard:
+    return AnswerCard(
+        question=lesson.QUESTION,
+        requirement=(
+            "Train one model on W devices so that a step uses W times the data and gives the same update as one "
+            "process on the combined batch. Assumed: the model fits on one device (otherwise FSDP or tensor "
+            "parallelism); out of scope: tuning the network between machines."
+        ),
+        mechanism=(
+            "One process per device, each with a full replica (DDP broadcasts rank 0's parameters when it wraps the "
+            "model) and its own shard from DistributedSampler. During backward, gradients are grouped into buckets "
+            "and each bucket is all-reduced as soon as it is ready, so every replica applies the same averaged "
+            "gradient and communication overlaps the rest of backward. `nn.DataParallel` is one process instead: "
+            "each step it scatters the batch, copies the model to every device and gathers the outputs, "
+            "from Python threads that share one GIL."
+        ),
+        evidence=_evidence(run),
+        recovery=(
+            "Uneven inputs: make shards even (DistributedSampler pads or drops) or wrap the loop in `Join`. A "
+            f"hung collective: a short process-group timeout (here {COLLECTIVE_TIMEOUT_S:g} s, not the default 30 "
+            "minutes) turns a hang into an error naming the rank. Checkpoints and logs: rank 0 writes, the others "
+            "wait at a barrier."
+        ),
+        trade_off=(
+            "The effective batch grows with W (and with accumulation), so the learning rate or the number of steps "
+            "must follow; on a tiny model, starting processes and communicating cost more than they save."
+        ),
+        could_prove_wrong=(
+            "The ranks' gradients after backward differing, or one process trained on the same combined batches "
+            "ending with different parameters beyond float tolerance, would show DDP is not plain data parallelism."
+        ),
+    )
+
+
+def _evidence(run: DDPRun) -> str:
+    parts = [f"{run.world_size} rank(s), {run.backend}, outcome **{run.outcome}**."]
+    checks = [c for c in analysis.gradient_checks(run) if len(c.ranks_with_data) == run.world_size]
+    if checks and run.world_size > 1:
+        spread = max(c.spread_across_ranks for c in checks)
+        across = "identical on every rank" if spread == 0 else f"equal across ranks to {sci(spread)}"
+        parts.append(f"Synced gradients: {across}, the local mean to {sci(max(c.gap_to_mean for c in checks))}.")
+    if run.single_process is not None:
+        parts.append(f"Against one process on the combined batches: {sci(run.single_process_max_diff)}.")
+    epochs = analysis.sampler_epochs(run)
+    if epochs and epochs[0].padding:
+        parts.append(f"Padded indices: {', '.join(map(str, epochs[0].repeats))}.")
+    parts.append(f"Effective batch {run.options.effective_batch}.")
+    shares = analysis.time_shares(run)
+    if shares is not None:
+        parts.append(f"Launch: {shares.launch_share:.0%} of {seconds(shares.total_s)}.")
+    failed = analysis.failed_ranks(run)
+    if failed:
+        parts.append(f"Failed: {', '.join(f'rank {r.rank} during {r.phase}' for r in failed)}.")
+    return " ".join(parts)
+
+
+# --- Predict, then reveal ----------------------------------------------------------------------
+
+NONE_REPEAT = "None: every index once"
+FIRST_REPEAT = "The first ones of the sampler's list"
+LAST_REPEAT = "The last ones of the sampler's list"
+RANDOM_REPEAT = "A random few"
+CHOICES = (NONE_REPEAT, FIRST_REPEAT, LAST_REPEAT, RANDOM_REPEAT)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    question: str
+    choices: tuple[str, ...]
+    answer: str
+    evidence: str
+
+
+def padding_prediction(run: DDPRun) -> Prediction | None:
+    """Which indices repeat, asked for this run's settings and answered from its epoch 0; None without a sampler."""
+    epochs = analysis.sampler_epochs(run)
+    if not run.options.uses_sampler or not epochs:
+        return None
+    first, options = epochs[0], run.options
+    question = (
+        f"{options.dataset_size} samples, {run.world_size} ranks, drop_last={options.drop_last}"
+        f"{', shuffled' if options.shuffle else ''}: which indices repeat?"
+    )
+    sizes = ", ".join(str(len(o)) for o in first.orders)
+    listed = " · ".join(f"rank {r}: {list(order)}" for r, order in enumerate(first.orders))
+    if not first.repeats:
+        if first.dropped:
+            evidence = (
+                f"This run: drop_last=True trimmed to {first.slots} ({sizes} per rank), so nothing repeats and "
+                f"index {', '.join(map(str, first.dropped))} was left out. Epoch 0: {listed}."
+            )
+        else:
+            evidence = f"This run: {options.dataset_size} split evenly ({sizes} per rank). Epoch 0: {listed}."
+        return Prediction(question, CHOICES, NONE_REPEAT, evidence)
+    answer = FIRST_REPEAT if first.repeats_are_the_first else RANDOM_REPEAT
+    head = ", ".join(map(str, first.global_order[: first.padding]))
+    evidence = (
+        f"This run: {options.dataset_size} samples need {first.slots} slots for {run.world_size} equal shards, so "
+        f"DistributedSampler appended the first {first.padding} entries of its list ({head}) again. Epoch 0: {listed}."
+    )
+    return Prediction(question, CHOICES, answer, evidence)
+
+
+# --- DataParallel against DDP ------------------------------------------------------------------
+
+
+def comparison_rows(run: DDPRun) -> list[dict[str, str]]:
+    """The two designs side by side, and what this run measured for each row DDP claims."""
+    comm = analysis.communication(run)
+    overlap = lesson.overlap_ms(run)
+    checks = [c for c in analysis.gradient_checks(run) if len(c.ranks_with_data) == run.world_size]
+    spread = max((c.spread_across_ranks for c in checks), default=None)
+    equal = (
+        "no step with every rank"
+        if spread is None
+        else "identical on every rank"
+        if spread == 0
+        else (f"equal across ranks to {sci(spread)}")
+    )
+    overlap_text = (
+        f"first bucket sent {overlap:.2f} ms before backward ended"
+        if overlap is not None
+        else f"{max(comm.buckets, default=0)} bucket(s): nothing left to overlap"
+    )
+    return [
+        {
+            "": "Processes",
+            "DataParallel": "one; a thread per device",
+            "DistributedDataParallel": "one per device (rank)",
+            "This run": f"{run.world_size} process(es) on {len(run.hosts)} host(s)",
+        },
+        {
+            "": "Model replicas",
+            "DataParallel": "copied from device 0 every step",
+            "DistributedDataParallel": "built once, rank 0's weights broadcast at wrap",
+            "This run": "parameter sums after wrap: "
+            + ", ".join(f"{r.param_sum_after_ddp:.4f}" for r in run.ranks if r.param_sum_after_ddp is not None),
+        },
+        {
+            "": "Data",
+            "DataParallel": "one batch, scattered across devices",
+            "DistributedDataParallel": "each rank loads its own shard (DistributedSampler)",
+            "This run": f"{run.options.per_rank_batch} per rank, effective {run.options.effective_batch}",
+        },
+        {
+            "": "Gradients",
+            "DataParallel": "summed onto device 0, which steps",
+            "DistributedDataParallel": "all-reduced (averaged) on every rank, every rank steps",
+            "This run": f"synced gradients {equal}",
+        },
+        {
+            "": "Communication",
+            "DataParallel": "after backward, through device 0",
+            "DistributedDataParallel": "bucketed, overlapping backward; NCCL on GPUs, gloo on CPUs",
+            "This run": f"{run.backend}; {format_bytes(comm.bytes_per_step)} per step; {overlap_text}",
+        },
+        {
+            "": "Scale",
+            "DataParallel": "one machine; the GIL and device 0 limit it",
+            "DistributedDataParallel": "many machines (torchrun --nnodes)",
+            "This run": f"started by {LAUNCHERS[run.launcher]}" + (f", {run.nodes} nodes" if run.nodes > 1 else ""),
+        },
+    ]

@@ -1,0 +1,292 @@
+"""The script every rank runs: one process, one model replica, one shard, DistributedDataParallel.
+
+It reads the environment torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+MASTER_PORT), so the lab's launcher and torchrun start it the same way. On a real cluster::
+
+    torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \\
+        -m explorers.ddp.worker --out ddp-results.json --per-rank-batch 4 --dataset-size 64
+
+Each rank records what it trained on (the indices of every batch), its gradients before the
+all-reduce (captured by a DDP communication hook, which then does the averaging itself),
+the gradients after it, and wall-clock times of every phase. Rank 0 gathers every rank's
+record, trains the single-process reference on the same combined batches, and writes the
+one results file (checkpoints and logs belong to one rank). With `--rank-dir` (the lab's
+launcher) each rank also leaves its own record and a progress line there, so a run that
+fails (uneven inputs without Join) still shows what every rank did.
+"""
+
+import time
+
+STARTED_AT = time.time()  # before torch is imported: the launch phase ends when this script is ready
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import datetime  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+import torch._dynamo  # noqa: E402, F401  (DDP's constructor imports it, ~2 s: counted as launch, not as init)
+import torch.distributed as dist  # noqa: E402
+from torch.distributed.algorithms.join import Join  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+
+from explorers.ddp import model as lab_model  # noqa: E402
+from explorers.ddp import options as lab_options  # noqa: E402
+from explorers.ddp import reference, results  # noqa: E402
+from explorers.ddp.launcher import LAUNCHED_AT_ENV  # noqa: E402
+from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S, INIT_TIMEOUT_S  # noqa: E402
+
+PARENT_CHECK_S = 0.2
+ERROR_CHARS = 400
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="One rank of the DDP lab's training run.")
+    parser.add_argument("--out", required=True, help="results file rank 0 writes (JSON)")
+    parser.add_argument("--rank-dir", help="where each rank also writes its own record and progress")
+    defaults = lab_options.DDPOptions()
+    for name in ("per_rank_batch", "dataset_size", "steps", "epochs", "seed", "accumulation"):
+        parser.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
+    for name in ("shuffle", "set_epoch", "drop_last", "join"):
+        parser.add_argument(
+            "--" + name.replace("_", "-"), action=argparse.BooleanOptionalAction, default=getattr(defaults, name)
+        )
+    parser.add_argument("--bucket-cap-mb", type=float, default=defaults.bucket_cap_mb)
+    parser.add_argument("--sharding", default=defaults.sharding)
+    parser.add_argument("--device", default=defaults.device)
+    return parser.parse_args(argv)
+
+
+def options_from(args: argparse.Namespace, world_size: int, launcher: str) -> lab_options.DDPOptions:
+    values = {name: getattr(args, name) for name in vars(args) if name not in ("out", "rank_dir")}
+    return lab_options.from_dict(
+        {**values, "world_size": world_size, "launcher": launcher}, lab_options.CLUSTER_WORLD_SIZE_RANGE
+    )
+
+
+def exit_with_parent() -> None:
+    """End this rank if its launcher (the lab's, or torchrun's agent) goes away: no orphan outlives a run."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(3)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+class Recorder:
+    """What this rank did, as plain data; also written (with progress) to --rank-dir as it goes."""
+
+    def __init__(self, rank: int, rank_dir: str | None) -> None:
+        self.rank_dir = Path(rank_dir) if rank_dir else None
+        self.record = {
+            "rank": rank,
+            "local_rank": int(os.environ.get("LOCAL_RANK", rank)),
+            "node": int(os.environ.get("GROUP_RANK", 0)),  # torchrun's node rank (--nnodes N gives 0 to N-1)
+            "pid": os.getpid(),
+            "host": results.host_name(),
+            "outcome": "running",
+            "phase": "starting",
+            "error": None,
+            "launched_at": float(os.environ.get(LAUNCHED_AT_ENV, STARTED_AT)),
+            "ready_at": None,
+            "init_done_at": None,
+            "finished_at": None,
+            "param_sum_before_ddp": None,
+            "param_sum_after_ddp": None,
+            "final_param_sum": None,
+            "sampler_orders": [],
+            "micro_steps": [],
+            "steps": [],
+            "collectives": [],
+        }
+        self.progress("starting", 0)
+
+    def progress(self, phase: str, done: int) -> None:
+        self.record["phase"] = phase
+        if self.rank_dir is None:
+            return
+        path = self.rank_dir / f"progress-{self.record['rank']}"
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(f"{phase} {done}")
+        os.replace(temporary, path)
+
+    def save(self) -> None:
+        if self.rank_dir is not None:
+            results.write_json(self.rank_dir / f"rank-{self.record['rank']}.json", self.record)
+
+
+class CommHook:
+    """A DDP communication hook: keep each bucket's local gradients, then average them with all_reduce.
+
+    DDP calls it once per bucket during backward of a synchronised step; a bucket's gradients
+    at that moment are this rank's own (summed over any `no_sync` micro-steps). After its
+    loop ends under Join, DDP calls it with zero buckets to shadow the others' all-reduces.
+    """
+
+    def __init__(self, model: torch.nn.Module, group, world_size: int, recorder: Recorder) -> None:
+        self.names = {p.data_ptr(): name for name, p in model.named_parameters()}
+        self.group, self.world_size, self.recorder = group, world_size, recorder
+        self.local: dict[str, torch.Tensor] = {}
+        self.where = {"epoch": 0, "step": 0, "shadow": False}
+
+    def all_reduce(self, _state, bucket) -> torch.futures.Future[torch.Tensor]:  # DDP checks this annotation
+        started = time.time()
+        if not self.where["shadow"]:
+            for parameter, gradient in zip(bucket.parameters(), bucket.gradients(), strict=True):
+                self.local[self.names[parameter.data_ptr()]] = gradient.detach().clone()
+        buffer = bucket.buffer()
+        buffer.div_(self.world_size)  # as DDP's default hook: the sum of W averaged shares is the mean
+        entry = {**self.where, "bucket": bucket.index(), "bytes": buffer.numel() * buffer.element_size()}
+        entry |= {"start": started, "end": None}
+        self.recorder.record["collectives"].append(entry)
+        future = dist.all_reduce(buffer, group=self.group, async_op=True).get_future()
+
+        def finished(done: torch.futures.Future) -> torch.Tensor:
+            entry["end"] = time.time()
+            return done.value()[0]
+
+        return future.then(finished)
+
+
+def span(start: float) -> list[float]:
+    return [start, time.time()]
+
+
+def train(options: lab_options.DDPOptions, rank: int, world_size: int, recorder: Recorder, group) -> dict:
+    """The training loop; returns what rank 0 needs for the reference (initial and per-step parameters)."""
+    device = torch.device(f"cuda:{recorder.record['local_rank']}" if options.device == "cuda" else "cpu")
+    dataset = lab_model.IndexedData(options.dataset_size, options.seed)
+    model = lab_model.build_model(options.seed + rank).to(device)  # different on purpose: DDP broadcasts rank 0's
+    recorder.record["param_sum_before_ddp"] = float(lab_model.flat(model.parameters()).sum())
+    ddp = DistributedDataParallel(
+        model,
+        device_ids=[device.index] if device.type == "cuda" else None,
+        process_group=group,
+        bucket_cap_mb=options.bucket_cap_mb,
+    )
+    initial = lab_model.flat(model.parameters()).cpu()
+    recorder.record["param_sum_after_ddp"] = float(initial.sum())
+    hook = CommHook(model, group, world_size, recorder)
+    ddp.register_comm_hook(None, hook.all_reduce)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=lab_model.LEARNING_RATE)
+    loader, sampler = lab_model.shard_loader(dataset, options, rank, world_size)
+    synchronise = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    recorder.record["init_done_at"] = time.time()
+    recorder.progress("training", 0)
+    step, after_steps = 0, {}
+    for epoch in range(options.epochs):
+        if sampler is not None and options.set_epoch:
+            sampler.set_epoch(epoch)
+        recorder.record["sampler_orders"].append(
+            [int(i) for i in (sampler if sampler is not None else loader.dataset.indices)]
+        )
+        batches = len(loader)
+        with Join([ddp], enable=options.join):
+            hook.where["shadow"] = False
+            fetch = iter(loader)
+            for index in range(batches):
+                micro = index % options.accumulation
+                if micro == 0 and step >= options.steps:
+                    break
+                group_size = min(options.accumulation, batches - (index - micro))
+                synced = micro == group_size - 1
+                hook.where.update(epoch=epoch, step=step)
+                entry = {"epoch": epoch, "step": step, "micro": micro, "synced": synced}
+                started = time.time()
+                x, y, indices = next(fetch)
+                entry["data"] = span(started)
+                with contextlib.nullcontext() if synced else ddp.no_sync():  # no_sync wraps forward and backward
+                    started = time.time()
+                    loss = lab_model.loss_of(ddp, x.to(device), y.to(device))
+                    synchronise()
+                    entry["forward"] = span(started)
+                    started = time.time()
+                    (loss / group_size).backward()
+                    synchronise()
+                    entry["backward"] = span(started)
+                entry |= {"indices": [int(i) for i in indices], "loss": float(loss.detach()), "optimizer": None}
+                if synced:
+                    local = lab_model.flat(hook.local[name] for name, _ in model.named_parameters()).cpu()
+                    synced_grads = lab_model.flat(p.grad for p in model.parameters()).cpu()
+                    buckets = sum(1 for c in recorder.record["collectives"] if c["step"] == step and not c["shadow"])
+                    recorder.record["steps"].append(
+                        {
+                            "epoch": epoch,
+                            "step": step,
+                            "local_grad": results.compact(local),
+                            "synced_grad": results.compact(synced_grads),
+                            "buckets": buckets,
+                        }
+                    )
+                    hook.local.clear()
+                    started = time.time()
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    synchronise()
+                    entry["optimizer"] = span(started)
+                    after_steps[step] = lab_model.flat(model.parameters()).cpu()
+                    step += 1
+                recorder.record["micro_steps"].append(entry)
+                recorder.progress("training", len(recorder.record["micro_steps"]))
+            hook.where["shadow"] = True  # from here to the end of the Join block, this rank only shadows
+        if options.join:  # a joined rank did not count the steps it shadowed: take the global count
+            count = torch.tensor([step], device=device)
+            dist.all_reduce(count, op=dist.ReduceOp.MAX, group=group)
+            step = int(count.item())
+        if step >= options.steps:
+            break
+    final = lab_model.flat(model.parameters()).cpu()
+    recorder.record["final_param_sum"] = float(final.sum())
+    return {"initial": initial, "after_steps": after_steps, "final": final}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "processes"
+    recorder = Recorder(rank, args.rank_dir)
+    exit_with_parent()
+    try:
+        options = options_from(args, world_size, launcher)
+        torch.set_num_threads(1)  # one thread per rank: ranks share the machine's cores
+        if options.device == "cuda":
+            torch.cuda.set_device(recorder.record["local_rank"])
+        recorder.record["ready_at"] = time.time()
+        recorder.progress("init", 0)
+        backend = "nccl" if options.device == "cuda" else "gloo"
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=INIT_TIMEOUT_S))
+        group = dist.new_group(timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+        state = train(options, rank, world_size, recorder, group)
+        recorder.record["finished_at"] = time.time()
+        recorder.record["outcome"] = "finished"
+        recorder.progress("gathering", len(recorder.record["micro_steps"]))
+        recorder.save()
+        gathered = [None] * world_size if rank == 0 else None
+        dist.gather_object(recorder.record, gathered, dst=0, group=group)
+        if rank == 0:  # one rank writes: the others' records came to it over the process group
+            single = reference.train_single_process(
+                options, gathered, state["initial"], state["after_steps"], state["final"]
+            )
+            results.write_json(Path(args.out), results.assemble(options, gathered, single, outcome="finished"))
+        dist.barrier(group=group)  # no rank tears its connections down while rank 0 still works
+        dist.destroy_process_group()
+        recorder.progress("done", len(recorder.record["micro_steps"]))
+    except BaseException as error:  # noqa: BLE001  (any failure is this rank's outcome, recorded for the lab)
+        recorder.record["outcome"] = "failed"
+        recorder.record["error"] = " ".join(f"{type(error).__name__}: {error}".split())[:ERROR_CHARS]
+        recorder.record["finished_at"] = time.time()
+        recorder.save()
+        sys.stderr.write(f"rank {rank}: {recorder.record['error']}\n")
+        sys.stderr.flush()
+        os._exit(1)  # not destroy_process_group: with a peer gone or waiting it can block; the OS frees the sockets
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

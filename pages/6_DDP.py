@@ -1,0 +1,249 @@
+"""DDP lab: real DistributedDataParallel processes, their shards, the all-reduce, and what uneven inputs do."""
+
+import dataclasses
+from pathlib import Path
+
+import streamlit as st
+import torch
+
+from explorers import ddp
+from explorers.ddp import card, lesson, schema
+from explorers.ddp import figures as charts
+from explorers.ddp import options as knobs
+from explorers.ddp.experiment import run_ddp
+from explorers.ddp.results import MAX_FILE_BYTES
+from explorers.ddp.settings import RUN_TIMEOUT_S
+from explorers.ddp.words import CLUSTER_COMMAND, STARTED_BY
+from explorers.units import format_bytes
+from ui import figures, runs
+from ui.fields import BoolField, ChoiceField, IntField, quote
+from ui.frame import start_lab
+
+# The page opens on the predict question's case: 10 samples on 4 ranks, so the sampler pads.
+DEFAULT = dataclasses.replace(ddp.DDPOptions(), world_size=4, per_rank_batch=2)
+FIELDS = (
+    IntField("world_size", DEFAULT.world_size, *knobs.WORLD_SIZE_RANGE),
+    IntField("dataset_size", DEFAULT.dataset_size, *knobs.DATASET_SIZE_RANGE),
+    IntField("per_rank_batch", DEFAULT.per_rank_batch, *knobs.PER_RANK_BATCH_RANGE),
+    IntField("epochs", DEFAULT.epochs, *knobs.EPOCHS_RANGE),
+    IntField("steps", DEFAULT.steps, *knobs.STEPS_RANGE),
+    ChoiceField("sharding", DEFAULT.sharding, knobs.SHARDINGS),
+    BoolField("shuffle", DEFAULT.shuffle),
+    BoolField("set_epoch", DEFAULT.set_epoch),
+    BoolField("drop_last", DEFAULT.drop_last),
+    BoolField("join", DEFAULT.join),
+    IntField("accumulation", DEFAULT.accumulation, *knobs.ACCUMULATION_RANGE),
+    ChoiceField("bucket_cap_mb", DEFAULT.bucket_cap_mb, knobs.BUCKET_CAPS_MB),
+    ChoiceField("launcher", DEFAULT.launcher, knobs.LAUNCHERS),
+    IntField("seed", DEFAULT.seed, *knobs.SEED_RANGE),
+    IntField("grad_step", 0, 0, knobs.STEPS_RANGE[1] - 1),  # view only: which step's gradients are drawn
+    BoolField("sample", False),  # view only: show the sample results file from torchrun
+)
+VIEW_ONLY = ("grad_step", "sample")
+SAMPLE = Path(__file__).resolve().parents[1] / "assets" / "ddp" / "torchrun-2-nodes.json"
+SHARDING_NAMES = {"sampler": "Sampler", "strided": "Own slice"}  # DistributedSampler, or rank::W without padding
+LAUNCHER_NAMES = {"processes": "forkserver", "torchrun": "torchrun"}
+ENGINE_TIMEOUT_S = RUN_TIMEOUT_S + 30  # the launcher's own limit ends a run first, with its records
+
+page = start_lab("ddp", FIELDS)
+key = page.key
+
+bench, stage = page.workbench()
+with bench:  # what a presenter changes: how many ranks, how much data
+    row = st.columns(2)
+    row[0].slider("World size", *knobs.WORLD_SIZE_RANGE, key=key("world_size"), help="Ranks: one process each.")
+    row[1].slider("Dataset size", *knobs.DATASET_SIZE_RANGE, key=key("dataset_size"))
+with bench, page.controls():
+    sampler = page.value("sharding") == "sampler"
+    no_sampler = "Only DistributedSampler has this option."
+    row = st.columns(2)
+    row[0].slider("Per-rank batch", *knobs.PER_RANK_BATCH_RANGE, key=key("per_rank_batch"))
+    row[1].slider("Accumulation (k)", *knobs.ACCUMULATION_RANGE, key=key("accumulation"), help="no_sync for k-1 of k.")
+    row = st.columns(2)
+    row[0].slider("Epochs", *knobs.EPOCHS_RANGE, key=key("epochs"))
+    row[1].slider("Max steps", *knobs.STEPS_RANGE, key=key("steps"), help="Optimizer steps in the whole run.")
+    row = st.columns(2)
+    row[0].selectbox(
+        "Sharding",
+        knobs.SHARDINGS,
+        format_func=SHARDING_NAMES.get,
+        key=key("sharding"),
+        help="Sampler: DistributedSampler (pads or drops to even shards). Own slice: rank::W, no padding.",
+    )
+    row[1].select_slider(
+        "Bucket cap (MB)",
+        knobs.BUCKET_CAPS_MB,
+        format_func=knobs.bucket_label,
+        key=key("bucket_cap_mb"),
+        help="DDP's bucket_cap_mb. The model's gradients are 644 B: tiny caps split them.",
+    )
+    row = st.columns(2)
+    row[0].toggle("Shuffle", key=key("shuffle"), disabled=not sampler, help=no_sampler)
+    row[1].toggle("set_epoch", key=key("set_epoch"), disabled=not sampler, help=no_sampler)
+    row = st.columns(2)
+    row[0].toggle("drop_last", key=key("drop_last"), disabled=not sampler, help=no_sampler)
+    row[1].toggle("Join", key=key("join"), help="torch.distributed.algorithms.Join: for uneven inputs.")
+    row = st.columns(2, vertical_alignment="bottom")
+    row[0].selectbox(
+        "Launcher",
+        knobs.LAUNCHERS,
+        format_func=LAUNCHER_NAMES.get,
+        key=key("launcher"),
+        help="forkserver: ranks fork from a process with torch loaded. torchrun: fresh interpreters, seconds each.",
+    )
+    row[1].number_input("Seed", *knobs.SEED_RANGE, key=key("seed"), step=1)
+page.sync_url()
+
+device = "cpu"
+if page.device == "cuda" and torch.cuda.device_count() >= page.value("world_size"):
+    device = "cuda"
+elif page.device != "cpu":
+    st.info(
+        f"DDP runs on the CPU with gloo here: NCCL needs one GPU per rank, and this machine has "
+        f"{torch.cuda.device_count()} CUDA device(s) for {page.value('world_size')} rank(s).",
+        icon=":material/info:",
+    )
+chosen = {f.name: page.value(f.name) for f in FIELDS if f.name not in VIEW_ONLY}
+options = ddp.DDPOptions(**chosen, device=device)
+settings = {
+    "ranks": options.world_size,
+    "samples": options.dataset_size,
+    "batch": options.per_rank_batch,
+    "k": options.accumulation,
+    "sharding": options.sharding,
+    "join": options.join,
+    "seed": options.seed,
+}
+run = runs.run(run_ddp, options, label="Starting the ranks and training", timeout_s=ENGINE_TIMEOUT_S)
+
+
+def show_run(shown: ddp.DDPRun, stem: str, where: str, described: dict) -> None:
+    """The topology, and a banner saying how the run ended."""
+    if shown.outcome == "finished":
+        ranks = f"{shown.world_size} rank{'s' if shown.world_size > 1 else ''}"
+        st.success(f"**Finished**: {ranks}, {where}.", icon=":material/check:")
+    else:
+        failed = [r for r in shown.ranks if r.outcome != "finished"]
+        named = ", ".join(f"rank {r.rank} {r.outcome} during {r.phase}" for r in failed)
+        st.error(
+            f"**{shown.outcome.replace('_', ' ').capitalize()}**: {named}. See *Why* below.", icon=":material/error:"
+        )
+    figures.graph(
+        charts.topology_dot(shown),
+        figures.caption(
+            "Each box a process with its own model replica and its epoch-0 shard (* repeated by the sampler)",
+            described,
+            page.device,
+        ),
+        stem,
+    )
+
+
+with stage:
+    st.subheader("Processes, shards and the all-reduce")
+    show_run(run, "ddp-topology", STARTED_BY.get(run.launch_method, "from a results file"), settings)
+
+sampler_column, batch_column = st.columns([3, 2], gap="large")
+with sampler_column:
+    figures.plotly(
+        charts.sampler_figure(run), figures.caption("Sampler: index × rank", settings, page.device), "ddp-sampler"
+    )
+with batch_column:
+    st.subheader("Effective batch")
+    st.metric(
+        f"{options.per_rank_batch} per rank × {run.world_size} ranks × {options.accumulation} (k)",
+        f"{options.effective_batch} samples / step",
+    )
+    st.markdown(lesson.effective_batch_line(run))
+    for line in lesson.sampler_lines(run):
+        st.markdown(line)
+
+steps = [s.step for s in run.ranks[0].steps] if run.ranks[0].steps else []
+gradient_column, loss_column = st.columns(2, gap="large")
+with gradient_column:
+    if steps:
+        if page.value("grad_step") not in steps:
+            page.set("grad_step", min(steps, key=lambda s: abs(s - page.value("grad_step"))))
+        if len(steps) > 1:
+            st.select_slider("Step shown", steps, key=key("grad_step"))
+        figures.plotly(
+            charts.gradients_figure(run, page.value("grad_step")),
+            figures.caption("Local vs averaged gradient", {**settings, "step": page.value("grad_step")}, page.device),
+            "ddp-gradients",
+        )
+    else:
+        st.info("No rank finished a synchronised step, so there are no gradients to compare.")
+with loss_column:
+    figures.plotly(charts.loss_figure(run), figures.caption("Loss per step", settings, page.device), "ddp-loss")
+
+figures.plotly(charts.timeline_figure(run), figures.caption("Per-rank timeline", settings, page.device), "ddp-timeline")
+
+st.subheader("DataParallel or DistributedDataParallel")
+comparison = card.comparison_rows(run)
+st.markdown(figures.markdown_table(comparison))
+st.caption(
+    "On GPUs, DDP uses NCCL, one process per GPU, and overlaps each bucket's all-reduce with the rest of backward; "
+    "DataParallel's single process is limited by the GIL and by device 0, which gathers every output."
+)
+
+st.subheader("Beyond one machine")
+st.markdown(
+    "The ranks here run `explorers/ddp/worker.py`, the same script torchrun starts on a cluster; rank 0 writes the "
+    "same results file. On each of N machines:"
+)
+st.code(CLUSTER_COMMAND, language="bash")
+st.download_button(
+    "⬇ This run's results file (.json)",
+    run.results_json,
+    "ddp-results.json",
+    mime="application/json",
+    on_click="ignore",
+    key="ddp-results-download",
+)
+
+
+def show_loaded(loaded: ddp.DDPRun) -> None:
+    nodes = f"{loaded.nodes} torchrun nodes, " if loaded.nodes > 1 else ""
+    show_run(loaded, "ddp-loaded-topology", f"{nodes}from {quote(loaded.source)}", {"file": loaded.source})
+    figures.plotly(
+        charts.timeline_figure(loaded),
+        figures.caption("Loaded run: per-rank timeline", {"file": loaded.source}, page.device),
+        "ddp-loaded-timeline",
+    )
+    st.markdown("\n".join(f"- {line}" for line in lesson.explain(loaded)))
+
+
+uploaded = st.file_uploader(
+    f"Load a results file (JSON, at most {format_bytes(MAX_FILE_BYTES)})", type=["json"], key=key("upload")
+)
+st.toggle(f"Show the sample: {SAMPLE.name}, written by torchrun on 2 nodes × 2 ranks", key=key("sample"))
+if uploaded is not None:
+    try:
+        if uploaded.size > MAX_FILE_BYTES:
+            raise schema.ResultsFileError(f"it is {format_bytes(uploaded.size)}, over {format_bytes(MAX_FILE_BYTES)}")
+        loaded = schema.parse(uploaded.getvalue(), uploaded.name)
+    except schema.ResultsFileError as error:
+        st.error(f"{quote(uploaded.name)} is not a DDP lab results file:", icon=":material/error:")
+        st.code(str(error), language=None, wrap_lines=True)
+    else:
+        show_loaded(loaded)
+elif page.value("sample"):
+    show_loaded(schema.parse(SAMPLE.read_bytes(), SAMPLE.name))
+
+lines = lesson.explain(run)
+figures.why_panel(lines)
+figures.answer_card(card.answer_card(run))
+prediction = card.padding_prediction(run)
+if prediction is not None:
+    figures.predict_then_reveal(
+        key("predict"), prediction.question, prediction.choices, prediction.answer, prediction.evidence
+    )
+figures.notes_download(
+    "DDP lab",
+    figures.caption("DDP lab", settings, page.device),
+    {
+        "What happened": "\n".join(f"- {line}" for line in lines),
+        "DataParallel or DDP": figures.markdown_table(comparison),
+    },
+    "ddp",
+)
