@@ -30,6 +30,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from explorers import engine  # noqa: E402
 from explorers.autograd import experiment as autograd  # noqa: E402
+from explorers.gradients import clipping  # noqa: E402
 from explorers.gradients import experiment as gradients  # noqa: E402
 from explorers.memory import experiment as memory  # noqa: E402
 from explorers.modes import experiment as modes  # noqa: E402
@@ -77,8 +78,8 @@ def gradients_requests(seed: int) -> list:
     return [
         (gradients.scenario_run, model),
         (gradients.scale_sweep, model),
-        (gradients.clip_once, dataclasses.replace(model, max_norm=options.max_norm)),
-        (gradients.clipped_training, gradients.training_options(options)),
+        (clipping.clip_once, dataclasses.replace(model, max_norm=options.max_norm)),
+        (clipping.clipped_training, gradients.training_options(options)),
     ]
 
 

@@ -4,7 +4,7 @@ import dataclasses
 
 import streamlit as st
 
-from explorers.gradients import KINDS, lesson
+from explorers.gradients import KINDS, clipping, lesson
 from explorers.gradients import experiment as lab
 from explorers.gradients import figures as charts
 from explorers.gradients.experiment import SCENARIOS, GradientsOptions, model_options, training_options
@@ -121,7 +121,7 @@ st.subheader("Clipping contains the symptom")
 st.select_slider("clip_grad_norm_ max_norm", MAX_NORMS, key=key("max_norm"))
 clip_options = dataclasses.replace(model, max_norm=options.max_norm)
 clipping, training = runs.run_all(
-    [(lab.clip_once, clip_options), (lab.clipped_training, training_options(options))],
+    [(clipping.clip_once, clip_options), (clipping.clipped_training, training_options(options))],
     label="Clipping and training the exploding case",
 )
 before_after, trained = st.columns(2, gap="large")

@@ -24,18 +24,13 @@ initial scale; clipping scales every gradient by one factor, so the imbalance be
     run.diagnosis.verdict, run.graph_source
 """
 
+from explorers.gradients.clipping import Clipping, ClipStudy, Training, clip_once, clipped_training, clipping_study
 from explorers.gradients.experiment import (
     SCENARIOS,
     Accumulation,
-    Clipping,
-    ClipStudy,
     GradientsOptions,
     ScaleSweep,
     ScenarioRun,
-    Training,
-    clip_once,
-    clipped_training,
-    clipping_study,
     scale_sweep,
     scenario_run,
 )

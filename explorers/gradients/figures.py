@@ -12,7 +12,8 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from explorers.gradients.experiment import Accumulation, Clipping, ScaleSweep, Training
+from explorers.gradients.clipping import Clipping, Training
+from explorers.gradients.experiment import Accumulation, ScaleSweep
 from explorers.gradients.your_model import Diagnosis
 
 FONT_SIZE = 16

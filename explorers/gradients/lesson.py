@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 
 from explorers.cards import AnswerCard
-from explorers.gradients.experiment import BATCH, Accumulation, Clipping, ScaleSweep, ScenarioRun, Training
+from explorers.gradients.clipping import Clipping, Training
+from explorers.gradients.experiment import BATCH, Accumulation, ScaleSweep, ScenarioRun
 from explorers.gradients.your_model import (
     EXPLODING_NORM,
     VANISHING_RATIO,

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from explorers import gradients
-from explorers.gradients import experiment, figures, lesson
+from explorers.gradients import clipping, experiment, figures, lesson
 from explorers.gradients.experiment import GradientsOptions
 
 INPLACE_TEXT = "one of the variables needed for gradient computation has been modified by an inplace operation"
@@ -171,7 +171,7 @@ def test_clipped_training_stays_finite_where_plain_training_diverges(exploding_s
     assert training.options == GradientsOptions.for_scenario("exploding", max_norm=0.5)
     from_another_scenario = gradients.clipped_training(GradientsOptions.for_scenario("healthy", max_norm=0.5))
     assert from_another_scenario == training  # every scenario trains the same exploding case
-    assert len(training.losses_clipped) == training.steps == experiment.TRAINING_STEPS
+    assert len(training.losses_clipped) == training.steps == clipping.TRAINING_STEPS
     assert training.diverged_at == len(training.losses_plain) - 1  # the plain run stops where it diverged
     assert all(math.isfinite(v) for v in training.losses_clipped)
     assert training.losses_clipped[-1] < training.losses_clipped[0]
@@ -504,7 +504,7 @@ def test_results_pickle_and_report_progress_in_order():
         gradients.clipped_training(options, lambda done, total: seen.append((done, total))),
     ]
     assert pickle.loads(pickle.dumps(results))[0].diagnosis == results[0].diagnosis
-    assert all(done <= total for done, total in seen) and len(seen) > experiment.TRAINING_STEPS
+    assert all(done <= total for done, total in seen) and len(seen) > clipping.TRAINING_STEPS
     first_run = seen[: 2 + options.k]
     assert first_run == [(done, 2 + options.k) for done in range(1, 3 + options.k)]  # one total, done only grows
 
