@@ -137,15 +137,16 @@ class LabPage:
         fields = (*self.fields, PRESENTING)
         query = encode_query(fields, {**self.values(), PRESENTING.name: self.presenting})
         st.query_params.from_dict(query)
-        with st.sidebar:
-            share_link(query)
+        defaults = encode_query(fields, {f.name: f.default for f in fields})
+        with st.sidebar:  # the shared link names only what differs from the defaults: short, and it reads
+            share_link({name: value for name, value in query.items() if value != defaults[name]})
 
 
 def share_link(query: dict[str, str]) -> None:
     """The link that reopens this lab as it is now; st.code draws it with a copy button."""
     base = (st.context.url or "").split("?")[0]
     st.caption("Share this lab as it is now (same settings, same seed):")
-    st.code(f"{base}?{urllib.parse.urlencode(query)}", language=None, wrap_lines=True)
+    st.code(f"{base}?{urllib.parse.urlencode(query)}" if query else base, language=None, wrap_lines=True)
     host = urllib.parse.urlsplit(base).hostname or ""
     if host in LOOPBACK_HOSTS:
         st.caption(

@@ -68,3 +68,13 @@ def test_the_study_plan_shows_this_sessions_labs_and_answers():
     assert any("✗ After forward, then backward(retain_graph=True) twice" in m.value for m in at.markdown)
     fresh = open_page(plan.PAGE)
     assert {m.label: m.value for m in fresh.metric}["Predictions answered"] == "none yet"
+
+
+def test_the_share_link_names_only_changed_settings_and_reopens_them():
+    at = open_page("pages/1_Autograd.py")
+    at.slider(key="autograd.width").set_value(8).run()
+    at.button(key="do-backward").click().run()
+    link = at.code[0].value  # st.context.url has no host under AppTest: the query is what we check
+    assert link == "?width=8&steps=forward%2Cbackward"
+    reopened = open_page("pages/1_Autograd.py", {"width": "8", "steps": "forward,backward"})
+    assert reopened.slider(key="autograd.width").value == 8 and reopened.code[0].value == link
