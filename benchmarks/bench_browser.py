@@ -30,7 +30,7 @@ CHART = "[data-testid='stPlotlyChart'] .main-svg"
 LABS = [  # page, slider, the main figure's selector
     ("Autograd", "Depth (blocks)", CHART),  # the saved-bytes chart: see the README on the graph
     ("Modes", "Dropout p", CHART),
-    ("Memory", "Batch size (log)", CHART),
+    ("Memory", "Batch size (log scale)", CHART),
     ("Profiler?active=3&warmup=1", "Depth (layers)", CHART),
 ]
 SETTLED = "[data-testid='stApp'][data-test-script-state='notRunning']"

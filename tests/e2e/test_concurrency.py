@@ -24,7 +24,7 @@ pytestmark = pytest.mark.e2e
 
 
 def scripted_sessions() -> list[Session]:
-    memory_batch = "Batch size (log)"
+    memory_batch = "Batch size (log scale)"
     return [
         Session(
             "memory: five quick notches", "Memory", [("5 notches on batch", notches(memory_batch, 5, "batch_size"))]
