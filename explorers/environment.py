@@ -20,6 +20,11 @@ def available_devices() -> list[str]:
     return devices
 
 
+def cuda_devices() -> int:
+    """How many CUDA devices this torch build can use (0 without CUDA)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def device_label(device: str) -> str:
     if device == "cuda":
         return f"cuda ({torch.cuda.get_device_name(0)})"

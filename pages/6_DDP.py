@@ -4,9 +4,8 @@ import dataclasses
 from pathlib import Path
 
 import streamlit as st
-import torch
 
-from explorers import ddp
+from explorers import ddp, environment
 from explorers.ddp import card, lesson, schema
 from explorers.ddp import figures as charts
 from explorers.ddp import options as knobs
@@ -95,12 +94,12 @@ with bench, page.controls():
 page.sync_url()
 
 device = "cpu"
-if page.device == "cuda" and torch.cuda.device_count() >= page.value("world_size"):
+if page.device == "cuda" and environment.cuda_devices() >= page.value("world_size"):
     device = "cuda"
 elif page.device != "cpu":
     st.info(
         f"DDP runs on the CPU with gloo here: NCCL needs one GPU per rank, and this machine has "
-        f"{torch.cuda.device_count()} CUDA device(s) for {page.value('world_size')} rank(s).",
+        f"{environment.cuda_devices()} CUDA device(s) for {page.value('world_size')} rank(s).",
         icon=":material/info:",
     )
 chosen = {f.name: page.value(f.name) for f in FIELDS if f.name not in VIEW_ONLY}
