@@ -41,18 +41,43 @@ def tensors_in(value: object) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
+def _version(tensor: torch.Tensor) -> int | None:
+    try:
+        return tensor._version
+    except RuntimeError:  # inference tensors keep no version counter
+        return None
+
+
+def modified_in_place(tensor: torch.Tensor, saved_version: int) -> str:
+    """PyTorch's own refusal (torch/csrc/autograd/saved_variable.cpp) for a saved tensor changed in place."""
+    return (
+        "one of the variables needed for gradient computation has been modified by an inplace operation: "
+        f"[{tensor.type()} {list(tensor.shape)}] is at version {tensor._version}; "
+        f"expected version {saved_version} instead."
+    )
+
+
 @contextlib.contextmanager
 def counting(excluded: set[int], found: dict[int, int]) -> Iterator[None]:
     """Record in `found` (storage key -> bytes) every storage saved for backward inside the block.
 
-    The hooks pass tensors through unchanged, so backward works exactly as without them.
+    Any `saved_tensors_hooks` switch off PyTorch's check that a saved tensor was not changed in
+    place before backward used it (the check lives in SavedVariable::unpack, which hooks replace).
+    So these hooks replay it: each tensor's version counter is read at pack and compared at unpack,
+    and a mismatch raises PyTorch's own error instead of a silently wrong gradient.
     """
 
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
+    def pack(tensor: torch.Tensor) -> tuple[torch.Tensor, int | None]:
         key = storage_key(tensor)
         if key not in excluded:
             found[key] = tensor.untyped_storage().nbytes()
+        return tensor, _version(tensor)
+
+    def unpack(packed: tuple[torch.Tensor, int | None]) -> torch.Tensor:
+        tensor, version = packed
+        if version is not None and tensor._version != version:
+            raise RuntimeError(modified_in_place(tensor, version))
         return tensor
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
         yield

@@ -19,7 +19,10 @@ visited = drill.visited()
 progress = st.columns(2)
 progress[0].metric("Labs visited this session", len(visited))
 progress[1].metric("Predictions answered", f"{right} of {asked} right" if asked else "none yet")
-st.caption("Progress is kept for this browser session only: nothing is stored on the server.")
+st.caption(
+    "Progress lives in this browser session's state on the server, in memory: it is not written to disk, "
+    "and it is gone when the session ends or the server restarts."
+)
 
 for day in DAYS:
     with st.container(border=True):

@@ -35,14 +35,14 @@ DAYS = (
         "Questions 1 to 4, each with a failure case and a trade-off",
         "For each lab, predict before you "
         "reveal, then break it on purpose: a second backward, eval() without no_grad, a detached branch.",
-        ("autograd", "gradients", "modes", "ddp"),
+        ("autograd", "gradients", "modes", "memory"),
     ),
     Day(
         4,
         "Questions 5 to 8, each with a metric or trace that could prove you wrong",
         "Quote the number on "
         "screen that would change your answer: a phase time, a peak, a divergent step, a first failing stage.",
-        ("profiler", "memory", "reproducibility", "serving"),
+        ("profiler", "ddp", "reproducibility", "serving"),
     ),
     Day(
         5,

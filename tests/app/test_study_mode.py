@@ -78,3 +78,14 @@ def test_the_share_link_names_only_changed_settings_and_reopens_them():
     assert link == "?width=8&steps=forward%2Cbackward"
     reopened = open_page("pages/1_Autograd.py", {"width": "8", "steps": "forward,backward"})
     assert reopened.slider(key="autograd.width").value == 8 and reopened.code[0].value == link
+
+
+def test_days_that_name_question_numbers_link_those_questions_labs_in_the_lab_maps_order():
+    from ui.catalogue import LABS
+
+    order = [entry.slug for entry in LABS]
+    numbered = {day.number: day for day in plan.DAYS if "Questions" in day.task}
+    assert numbered, "the plan no longer names question numbers: drop this test"
+    for day in numbered.values():
+        first, last = (int(n) for n in day.task.split("Questions ")[1].split(",")[0].split(" to "))
+        assert list(day.labs) == order[first - 1 : last], day.task
