@@ -32,7 +32,7 @@ bench, stage = page.workbench()
 with bench, page.controls():
     st.selectbox("Model", tuple(autograd.PRESETS), format_func=autograd.PRESETS.get, key=key("preset"))
     scalar = page.value("preset") == "scalar"
-    off = "The scalar neuron has one input and no layers." if scalar else None
+    off = lesson.SCALAR_HAS_NO_LAYERS if scalar else None
     depth, width = st.columns(2)
     depth.slider("Depth (blocks)", *autograd.DEPTH_RANGE, key=key("depth"), disabled=scalar, help=off)
     width.slider("Width", *autograd.WIDTH_RANGE, key=key("width"), disabled=scalar, help=off)
@@ -40,7 +40,7 @@ with bench, page.controls():
     activation.selectbox("Activation", tuple(autograd.ACTIVATIONS), key=key("activation"))
     batch.slider("Batch size", *autograd.BATCH_RANGE, key=key("batch"), disabled=scalar, help=off)
     st.number_input("Seed", *autograd.SEED_RANGE, key=key("seed"), step=1)
-    st.toggle("Input x requires grad", key=key("x_grad"), help="Makes the input a leaf that receives a gradient.")
+    st.toggle("Input x requires grad", key=key("x_grad"), help=lesson.X_REQUIRES_GRAD_HELP)
     st.toggle("Show tensors saved for backward", key=key("saved"))
 
 
@@ -56,7 +56,7 @@ BUTTON_GROUPS = {
     "Update": ("sgd_step",),
 }
 with bench:
-    st.markdown("**Step through the lifecycle.** Each click replays every step from the seed, so a link reproduces it.")
+    st.markdown(lesson.STEP_THROUGH)
     for group, actions in BUTTON_GROUPS.items():
         for action in actions:  # one full-width button per row: the long zero_grad labels are never cut
             st.button(
@@ -110,7 +110,7 @@ stem = f"autograd-{options.preset}"
 
 with stage:
     if result.final.error:
-        st.error(f"PyTorch raised on `{ACTIONS[result.final.action]}`, and that is the lesson:")
+        st.error(lesson.error_heading(result.final))
         st.code(result.final.error, language=None, wrap_lines=True)
     st.subheader("The autograd graph")
     st.caption(result.graph_note)
@@ -141,36 +141,29 @@ st.dataframe(
     height=36 * (len(table) + 1) + 4,
     column_config={
         "‖grad‖": st.column_config.NumberColumn(format="%.4g"),
-        "× one pass": st.column_config.NumberColumn(format="%.3f"),
+        lesson.ratio_label(): st.column_config.NumberColumn(format="%.3f"),
     },
 )
 st.caption(figures.caption("Tensor table", settings, page.device))
 saved_rows = [vars(s) for s in result.saved_tensors]
 with st.expander(f"Tensors saved for backward by the latest forward ({len(saved_rows)})"):
     st.dataframe(saved_rows, hide_index=True)
-    st.caption(
-        "Parameters, buffers, the input and the target are saved by reference: only `activation` rows cost "
-        "extra memory."
-    )
+    st.caption(lesson.SAVED_ROWS_CAPTION)
 
 lines = lesson.explain(result)
 figures.why_panel(lines)
 figures.answer_card(card.answer_card(result, two_passes))
-leaf = next((r for r in two_passes.final.tensors if r.grad_vs_one_pass is not None), None)
+leaf = lesson.two_passes_leaf(two_passes)
 if leaf is None:  # e.g. a dead ReLU: every gradient is exactly zero, and twice zero teaches nothing
     st.subheader("Predict, then reveal")
-    st.info(
-        "On this model every gradient is exactly zero (the activation passes no gradient for this input), "
-        "so a second backward pass has nothing to add. Change the seed or the activation to see it accumulate."
-    )
+    st.info(lesson.no_ratio_note())
 else:
     figures.predict_then_reveal(
         key("predict"),
-        f"After forward, then backward(retain_graph=True) twice, what is `{leaf.name}.grad`?",
+        lesson.two_passes_question(leaf),
         ["The same as after one pass", "Twice one pass", "Zero", "An error"],
         "Twice one pass",
-        f"Measured just now on this model: ‖{leaf.name}.grad‖ is {leaf.grad_vs_one_pass:.3f}× one pass. "
-        "Backward adds into `.grad`; only zero_grad clears it.",
+        lesson.two_passes_reveal(leaf),
     )
 figures.notes_download(
     "Autograd lab",

@@ -4,7 +4,7 @@ import dataclasses
 
 import streamlit as st
 
-from explorers.gradients import KINDS, clipping, lesson
+from explorers.gradients import KINDS, card, clipping, lesson
 from explorers.gradients import experiment as lab
 from explorers.gradients import figures as charts
 from explorers.gradients.experiment import SCENARIOS, GradientsOptions, model_options, training_options
@@ -41,13 +41,13 @@ with bench:  # the scenario stays in view when presenting: it is what the presen
     st.radio(
         "Scenario",
         tuple(SCENARIOS),
-        format_func=lambda s: SCENARIOS[s].title,
+        format_func=lambda s: SCENARIOS[s].label,
         key=key("scenario"),
         on_change=apply_scenario_defaults,
     )
 with bench, page.controls():
     knobs = SCENARIOS[page.value("scenario")].knobs
-    off = "This scenario's model does not have this knob."
+    off = lesson.KNOB_NOT_IN_MODEL
     depth, scale = st.columns(2)
     depth.slider("Depth", *lab.DEPTH_RANGE, key=key("depth"), disabled="depth" not in knobs, help=off)
     scale.slider("Initial scale", *lab.INIT_SCALE_RANGE, step=0.05, key=key("scale"))
@@ -72,7 +72,7 @@ options = GradientsOptions(
     seed=page.value("seed"),
     device=page.device,
 )
-scenario = SCENARIOS[options.scenario]
+text = lesson.scenario_text(options)
 model = model_options(options)
 settings = {"scenario": options.scenario, **{knob: getattr(options, knob) for knob in knobs}, "seed": options.seed}
 
@@ -82,8 +82,8 @@ run, sweep = runs.run_all(
 )
 diagnosis = run.diagnosis
 with stage:
-    st.subheader(scenario.title)
-    st.markdown(f"{scenario.pathology}\n```python\n{scenario.code}\n```")
+    st.subheader(text.title)
+    st.markdown(f"{text.pathology}\n```python\n{text.code}\n```")
     figures.plotly(
         charts.layer_norms_figure(diagnosis),
         figures.caption("Gradient norm per layer", settings, page.device),
@@ -95,7 +95,7 @@ findings, graph = st.columns([2, 3], gap="large")
 with findings:
     st.subheader("Findings")
     if not diagnosis.findings:
-        st.write("None: every trainable parameter got a finite gradient, and no threshold was crossed.")
+        st.write(lesson.NO_FINDINGS)
     for finding in diagnosis.findings:
         st.markdown(f"**{KINDS.get(finding.kind, finding.kind)}**: {finding.observation}")
     st.dataframe(charts.status_table(diagnosis), hide_index=True)
@@ -147,16 +147,14 @@ with trained:
 
 lines = lesson.explain(run, sweep=sweep, clipping=clipping, training=training)
 figures.why_panel(lines)
-figures.answer_card(lesson.answer_card(run, sweep=sweep, clipping=clipping))
-if clipping.imbalance_before is not None:
+figures.answer_card(card.answer_card(run, sweep=sweep, clipping=clipping))
+if lesson.balance_kept(clipping):  # the answer is the one this run measured
     figures.predict_then_reveal(
         key("predict"),
-        f"clip_grad_norm_ scales the whole gradient to at most {options.max_norm:g}. What happens to the ratio "
-        "of the first layer's gradient norm to the last layer's?",
+        lesson.predict_question(options.max_norm),
         ["It shrinks towards 1", "It stays the same", "It grows"],
         "It stays the same",
-        f"Measured just now: {lesson.sci(clipping.imbalance_before)} before, {lesson.sci(clipping.imbalance_after)} "
-        "after. Clipping multiplies every gradient by one factor, so the imbalance (the cause) is untouched.",
+        lesson.predict_reveal(clipping),
     )
 figures.notes_download(
     "Gradients lab",

@@ -12,6 +12,7 @@
     run = autograd.run(actions=["forward", "backward"], yours=autograd.YourModel(model, x, target))
 """
 
-from explorers.autograd.experiment import ACTIONS, PRESETS, AutogradOptions, AutogradRun, YourModel, run
+from explorers.autograd.experiment import ACTIONS, PRESETS, AutogradOptions, AutogradRun, run
+from explorers.autograd.your_model import YourModel
 
 __all__ = ["ACTIONS", "PRESETS", "AutogradOptions", "AutogradRun", "YourModel", "run"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from explorers.autograd.experiment import ACTIONS, AutogradRun
+from explorers.autograd.lesson import STATEMENTS, two_passes_leaf
 from explorers.cards import AnswerCard
 from explorers.units import format_bytes
 
@@ -11,6 +12,9 @@ QUESTION = "What does autograd track, and when is the graph freed?"
 
 def answer_card(result: AutogradRun, two_passes: AutogradRun) -> AnswerCard:
     """`result` is the lifecycle on screen; `two_passes` is forward then two retained backward passes."""
+    mechanism = " ".join(
+        STATEMENTS[key].text for key in ("records", "accumulates", "release", "no_grad", "eval_records")
+    )
     return AnswerCard(
         question=QUESTION,
         requirement=(
@@ -18,31 +22,27 @@ def answer_card(result: AutogradRun, two_passes: AutogradRun) -> AnswerCard:
             "computed once per step without holding memory longer than needed. Assumed: eager PyTorch on one "
             "device; out of scope: higher-order gradients and torch.compile."
         ),
-        mechanism=(
-            "Every operation on a tensor that requires grad records a `grad_fn` node and saves the tensors its "
-            "backward needs. `backward()` walks the nodes from the loss to the leaves, **adds** into each leaf's "
-            "`.grad`, and frees the saved tensors unless `retain_graph=True`. `no_grad` records nothing; "
-            "`eval()` only changes module behaviour."
-        ),
+        mechanism=mechanism,
         evidence=_evidence(result, two_passes),
         recovery=(
-            'A second backward raises "Trying to backward through the graph a second time": recompute the '
-            "forward, or retain the graph knowingly. Gradients that grow step after step: call `zero_grad` "
-            "every step. A version-counter error after `optimizer.step()`: do not backward through a graph "
-            "built before the weights changed."
+            'If a second backward raises "Trying to backward through the graph a second time" (a node saved '
+            "tensors the first pass released): recompute the forward, or retain the graph knowingly. Gradients "
+            "that grow step after step: call `zero_grad` every step. A version-counter error after "
+            "`optimizer.step()`: do not backward through a graph built before the step."
         ),
         trade_off=(
             "`retain_graph=True` buys a second pass with memory held until the loss is dropped; for several "
             "losses, summing them and calling backward once is usually cheaper."
         ),
         could_prove_wrong=(
-            "If the bytes held for backward did not fall to zero after `backward()`, or two passes did not "
-            "exactly double a gradient, the accumulate-and-free model would be wrong."
+            "If the graph still held saved tensors after `backward()` without `retain_graph`, or two retained "
+            "passes did not exactly double a gradient, the accumulate-and-release model would be wrong."
         ),
     )
 
 
 def _evidence(result: AutogradRun, two_passes: AutogradRun) -> str:
+    """The same fields the page shows: the saved-bytes bars, the error box and the predict-then-reveal ratio."""
     facts = []
     peak = max(result.snapshots, key=lambda s: s.saved_bytes)
     if peak.saved_bytes:
@@ -52,11 +52,14 @@ def _evidence(result: AutogradRun, two_passes: AutogradRun) -> str:
         )
     failed = next((s for s in result.steps if s.error), None)
     if failed:
-        facts.append(f'`{ACTIONS[failed.action]}` raised: "{failed.error.splitlines()[0][:90]}…"')
-    ratios = [r for r in two_passes.final.tensors if r.grad_vs_one_pass is not None]
-    if ratios:
-        row = ratios[0]
-        facts.append(f"two retained passes made ‖{row.name}.grad‖ {row.grad_vs_one_pass:.3f}× one pass")
+        verb = "raised" if failed.error_from_pytorch else "was not run"
+        facts.append(f'`{ACTIONS[failed.action]}` {verb}: "{failed.error.splitlines()[0][:90]}…"')
+    row = two_passes_leaf(two_passes)
+    if row is not None:
+        facts.append(
+            f"after two retained passes ‖{row.name}.grad‖ / ‖latest pass‖ = {row.grad_vs_one_pass:.3f}"
+            + (" (both passes added the same gradient)" if row.passes_equal else "")
+        )
     else:
-        facts.append("on this model every gradient is exactly zero, so two passes add nothing")
+        facts.append("on this model every gradient measured exactly zero, so two passes added nothing")
     return "On this run: " + "; ".join(facts) + "."

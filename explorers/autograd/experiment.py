@@ -10,9 +10,10 @@ forward under `no_grad`) and look at the real state after every step:
   norm and version counter;
 - the bytes the graph holds for backward, read from the graph's own saved tensors.
 
-What to expect: `backward()` frees the saved tensors, and a second one fails with
-PyTorch's own error; `retain_graph=True` keeps them (and their memory), and a second
-pass doubles every leaf's gradient exactly; `no_grad` builds no graph at all.
+What to expect: `backward()` drops the graph's references to its saved tensors (their
+memory comes back once nothing else holds them), and a second one fails with PyTorch's own
+error when a node had saved something; `retain_graph=True` keeps them, and a second pass
+doubles every leaf's gradient exactly; `no_grad` builds no graph at all.
 
 From a notebook::
 
@@ -28,14 +29,16 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 import torchviz
 from torch import nn
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from explorers import bounds, graphs, saved
+from explorers.autograd.your_model import UserModel, YourModel
 from explorers.rng import isolated_rng
 
 PRESETS = {
@@ -63,6 +66,7 @@ MAX_GRAPH_NODES = 120  # past this a drawn graph stops being readable
 IN_FEATURES = 3
 DROPOUT_P = 0.5
 LEARNING_RATE = 0.1
+RATIO_LABEL = "‖grad‖ / ‖latest pass‖"  # the table's column: a ratio of norms, not a count of passes
 
 
 @dataclass(frozen=True)
@@ -96,8 +100,10 @@ class TensorRow:
     grad_fn: str | None
     grad: str  # "None", "zeros", "values", or "not kept" for non-leaves
     grad_norm: float | None
-    grad_vs_one_pass: float | None  # ‖.grad‖ / ‖what one backward pass adds‖
+    grad_vs_one_pass: float | None  # ‖.grad‖ / ‖what the latest backward pass added‖ (a ratio of norms)
     version: int
+    passes: int = 0  # backward passes that added into .grad since it was last cleared
+    passes_equal: bool | None = None  # whether those passes added identical gradients (None below two passes)
 
 
 @dataclass(frozen=True)
@@ -121,7 +127,15 @@ class Snapshot:
     tensors: tuple[TensorRow, ...]
     saved_bytes: int  # saved for backward, as explorers.saved.DEFINITION counts it
     saved_count: int
-    has_graph: bool  # the latest loss has a grad_fn (its saved tensors may be freed: see saved_bytes)
+    has_graph: bool  # the latest loss has a grad_fn (its saved tensors may be released: see saved_bytes)
+    error_from_pytorch: bool = True  # False when the lab refused the step itself (e.g. no optimizer to call)
+    # Storages the latest graph-building forward saved (as saved_bytes counts them) that are still in memory,
+    # whoever holds them: after backward the graph holds none, yet a tensor kept elsewhere keeps its storage.
+    saved_alive_bytes: int = 0
+    saved_alive_count: int = 0
+    values_changed: tuple[str, ...] = ()  # parameters whose values differ from the previous snapshot's
+    forward_grad_mode: bool | None = None  # torch.is_grad_enabled() during the latest forward; None before one
+    loss_dtype: str | None = None
 
     def row(self, name: str) -> TensorRow:
         return next(r for r in self.tensors if r.name == name)
@@ -203,40 +217,14 @@ def build_model(options: AutogradOptions) -> nn.Module:
     return _Stack(blocks)
 
 
-@dataclass(frozen=True)
-class YourModel:
-    """A notebook user's model and batch, for `run(..., yours=YourModel(...))`."""
-
-    model: nn.Module
-    example_input: torch.Tensor
-    target: torch.Tensor | None = None
-    loss_fn: Callable | None = None  # (output, target) -> loss, or (output) -> loss without a target
-
-    @property
-    def loss_expression(self) -> str:
-        if self.loss_fn is None:
-            return "loss = model(x).sum()" if self.target is None else "loss = mse(model(x), target)"
-        name = getattr(self.loss_fn, "__name__", type(self.loss_fn).__name__)
-        return f"loss = {name}(model(x){'' if self.target is None else ', target'})"
+class LabRefusal(Exception):
+    """A step the lab does not run, with the reason in words (not an error PyTorch raised)."""
 
 
-class _UserModel(nn.Module):
-    """A notebook user's model, made to look like a preset: its first output tensor, no named intermediates."""
-
-    def __init__(self, model: nn.Module):
-        super().__init__()
-        self.inner = model
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[tuple[str, torch.Tensor]]]:
-        return _first_tensor(self.inner(x)), []
-
-
-def _first_tensor(output) -> torch.Tensor:
-    values = [output] if torch.is_tensor(output) else output.values() if isinstance(output, dict) else output
-    tensor = next((v for v in values if torch.is_tensor(v)), None)
-    if tensor is None:
-        raise ValueError(f"the model returned {type(output).__name__} with no tensor in it")
-    return tensor
+NO_OPTIMIZER = (
+    "No parameter of this model requires grad, so there is no optimizer: torch.optim refuses an empty "
+    'parameter list ("optimizer got an empty parameter list").'
+)
 
 
 class _Lifecycle:
@@ -258,42 +246,60 @@ class _Lifecycle:
             self.loss_fn = None if self.target is None else nn.functional.mse_loss
             self.loss_expression = "loss = y" if self.target is None else "loss = mse(model(x), target)"
         else:  # private copies: the caller's model, gradients and tensors stay exactly as they were
-            self.model = _UserModel(copy.deepcopy(yours.model))
+            self.model = UserModel(copy.deepcopy(yours.model))
             self.x = yours.example_input.detach().clone().requires_grad_(yours.example_input.requires_grad)
             self.target = None if yours.target is None else yours.target.detach().clone()
             self.loss_fn = yours.loss_fn or (None if self.target is None else nn.functional.mse_loss)
             self.loss_expression = yours.loss_expression
-        self.optimizer = torch.optim.SGD([p for p in self.model.parameters() if p.requires_grad], lr=LEARNING_RATE)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.SGD(trainable, lr=LEARNING_RATE) if trainable else None
+        if not trainable:
+            self.notes.append(NO_OPTIMIZER)
         self.parameters = {name.removeprefix("inner."): p for name, p in self.model.named_parameters()}
         self.loss: torch.Tensor | None = None
+        self.forward_grad_mode: bool | None = None
         self.intermediates: list[tuple[str, torch.Tensor]] = []
         self.saved_tensors: tuple[SavedTensor, ...] = ()
+        self.saved_refs: dict[int, tuple[StorageWeakRef, int]] = {}  # what the latest graph saved: key -> (ref, bytes)
         self.graph_freed = False
-        self.backward_passes = 0  # through the current graph
-        self.one_pass: dict[str, torch.Tensor] = {}  # what the first of them added to each leaf
+        self.released_count = 0  # saved tensors the graph held when backward released them
+        self.added: dict[str, list[torch.Tensor]] = {}  # per leaf, what each backward added since .grad was cleared
+        self.last_values = self._values()
 
     @property
     def leaves(self) -> dict[str, torch.Tensor]:
         named = {"x": self.x} if self.x.requires_grad else {}
         return named | self.parameters
 
-    def apply(self, action: str) -> str | None:
-        """Run one step; return PyTorch's error message if it raised one."""
+    def apply(self, action: str) -> tuple[str | None, bool]:
+        """Run one step; return (the error message, whether PyTorch raised it) or (None, True)."""
         try:
             getattr(self, f"_{action}")()
         except RuntimeError as error:
-            return str(error).strip()
-        return None
+            return str(error).strip(), True
+        except LabRefusal as refusal:
+            return str(refusal), False
+        return None, True
+
+    def _values(self) -> dict[str, torch.Tensor]:
+        return {name: p.detach().clone() for name, p in self.parameters.items()}
 
     def _forward(self) -> None:
         self._run_model()
-        self.saved_tensors = tuple(record for record, _ in self._saved_in_graph())
+        found = self._saved_in_graph()
+        self.saved_tensors = tuple(record for record, _ in found)
+        self.saved_refs = {
+            key: (StorageWeakRef(tensor.untyped_storage()), record.storage_bytes)
+            for record, key, tensor in self._saved_with_tensors()
+            if record.owner == "activation"
+        }
 
     def _forward_no_grad(self) -> None:
         with torch.no_grad():
             self._run_model()
 
     def _run_model(self) -> None:
+        self.forward_grad_mode = torch.is_grad_enabled()
         output, intermediates = self.model(self.x)
         if self.loss_fn is None:  # the scalar neuron's output is its loss; a user's output without a loss is summed
             self.loss = output if output.dim() == 0 else output.sum()
@@ -301,29 +307,39 @@ class _Lifecycle:
             self.loss = self.loss_fn(output) if self.target is None else self.loss_fn(output, self.target)
         self.intermediates = [*intermediates, ("model out", output)] if self.target is not None else intermediates
         self.graph_freed = False
-        self.backward_passes = 0
-        self.one_pass = {}
 
     def _backward(self, retain_graph: bool = False) -> None:
         if self.loss is None:
-            raise RuntimeError("there is no loss yet: run a forward first")
+            raise LabRefusal("There is no loss yet: run a forward first.")
         before = {name: _grad_or_zeros(t) for name, t in self.leaves.items()}
+        held = self._held_bytes()[1]
         self.loss.backward(retain_graph=retain_graph)
-        if self.backward_passes == 0:
-            self.one_pass = {name: _grad_or_zeros(t) - before[name] for name, t in self.leaves.items()}
-        self.backward_passes += 1
-        self.graph_freed = not retain_graph
+        for name, t in self.leaves.items():
+            self.added.setdefault(name, []).append(_grad_or_zeros(t) - before[name])
+        if not retain_graph:
+            self.graph_freed, self.released_count = True, held
 
     def _backward_retain(self) -> None:
         self._backward(retain_graph=True)
 
     def _zero_grad_none(self) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
+        self._zero_grad(set_to_none=True)
 
     def _zero_grad_zeros(self) -> None:
-        self.optimizer.zero_grad(set_to_none=False)
+        self._zero_grad(set_to_none=False)
+
+    def _zero_grad(self, set_to_none: bool) -> None:
+        if self.optimizer is None:
+            raise LabRefusal(NO_OPTIMIZER)
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+        cleared = {id(p) for group in self.optimizer.param_groups for p in group["params"]}
+        for name, t in self.leaves.items():
+            if id(t) in cleared:  # what the optimizer was not given keeps its .grad, and its history
+                self.added.pop(name, None)
 
     def _sgd_step(self) -> None:
+        if self.optimizer is None:
+            raise LabRefusal(NO_OPTIMIZER)
         self.optimizer.step()
 
     def _owners(self) -> dict[int, str]:
@@ -335,6 +351,9 @@ class _Lifecycle:
         return {saved.storage_key(t): name for name, t in owned.items()}
 
     def _saved_in_graph(self) -> list[tuple[SavedTensor, int]]:
+        return [(record, key) for record, key, _ in self._saved_with_tensors()]
+
+    def _saved_with_tensors(self) -> list[tuple[SavedTensor, int, torch.Tensor]]:
         """Walk the latest loss's graph as torchviz does; list each saved tensor still held, with its storage.
 
         Reading the graph (rather than installing saved_tensors_hooks) keeps the lesson
@@ -348,24 +367,17 @@ class _Lifecycle:
             if node is None or node in seen:
                 continue
             seen.add(node)
-            for attribute in dir(node):
-                if not attribute.startswith("_saved_"):
-                    continue
-                try:
-                    value = getattr(node, attribute)
-                except RuntimeError:  # freed by backward, or modified in place since it was saved
-                    continue
-                if torch.is_tensor(value):
-                    key = saved.storage_key(value)
-                    record = SavedTensor(
-                        node=node.name(),
-                        attribute=attribute.removeprefix("_saved_"),
-                        shape=tuple(value.shape),
-                        dtype=str(value.dtype).removeprefix("torch."),
-                        storage_bytes=value.untyped_storage().nbytes(),
-                        owner=owners.get(key, "activation"),
-                    )
-                    found.append((record, key))
+            for attribute, value in _saved_values(node):
+                key = saved.storage_key(value)
+                record = SavedTensor(
+                    node=node.name(),
+                    attribute=attribute,
+                    shape=tuple(value.shape),
+                    dtype=str(value.dtype).removeprefix("torch."),
+                    storage_bytes=value.untyped_storage().nbytes(),
+                    owner=owners.get(key, "activation"),
+                )
+                found.append((record, key, value))
             pending.extend(next_node for next_node, _ in node.next_functions)
         return found
 
@@ -374,7 +386,7 @@ class _Lifecycle:
         storages = {key: record.storage_bytes for record, key in self._saved_in_graph() if record.owner == "activation"}
         return sum(storages.values()), len(storages)
 
-    def snapshot(self, action: str, error: str | None) -> Snapshot:
+    def snapshot(self, action: str, error: str | None, error_from_pytorch: bool = True) -> Snapshot:
         saved_bytes, saved_count = self._held_bytes()
         rows = [self._row("x", self.x, "input")]
         rows += [self._row(name, p, "parameter") for name, p in self.parameters.items()]
@@ -382,7 +394,24 @@ class _Lifecycle:
         if self.loss is not None:
             rows.append(self._row("loss", self.loss, "loss"))
         has_graph = self.loss is not None and self.loss.grad_fn is not None
-        return Snapshot(action, error, tuple(rows), saved_bytes, saved_count, has_graph)
+        alive = [size for ref, size in self.saved_refs.values() if not ref.expired()]
+        values = self._values()
+        changed = tuple(name for name, v in values.items() if not torch.equal(v, self.last_values[name]))
+        self.last_values = values
+        return Snapshot(
+            action,
+            error,
+            tuple(rows),
+            saved_bytes,
+            saved_count,
+            has_graph,
+            error_from_pytorch=error_from_pytorch,
+            saved_alive_bytes=sum(alive),
+            saved_alive_count=len(alive),
+            values_changed=changed,
+            forward_grad_mode=self.forward_grad_mode,
+            loss_dtype=None if self.loss is None else str(self.loss.dtype).removeprefix("torch."),
+        )
 
     def _row(self, name: str, tensor: torch.Tensor, role: str) -> TensorRow:
         grad = tensor.grad if tensor.is_leaf else None  # reading .grad of a non-leaf only warns
@@ -393,10 +422,11 @@ class _Lifecycle:
         else:
             state = "zeros" if not grad.any() else "values"
         norm = None if grad is None else float(grad.norm())
-        one_pass = self.one_pass.get(name)
+        added = self.added.get(name, []) if tensor.is_leaf else []
         ratio = None
-        if norm is not None and one_pass is not None and float(one_pass.norm()) > 0:
-            ratio = norm / float(one_pass.norm())
+        if norm is not None and added and float(added[-1].norm()) > 0:
+            ratio = norm / float(added[-1].norm())
+        equal = None if len(added) < 2 else all(torch.equal(a, added[0]) for a in added[1:])
         return TensorRow(
             name=name,
             role=role,
@@ -408,6 +438,8 @@ class _Lifecycle:
             grad_norm=norm,
             grad_vs_one_pass=ratio,
             version=tensor._version,
+            passes=len(added),
+            passes_equal=equal,
         )
 
     @property
@@ -431,8 +463,14 @@ class _Lifecycle:
         if self.loss is None:
             return None, 0, "No forward yet: press forward to build a graph."
         if self.loss.grad_fn is None:
-            return None, 0, "The latest forward ran under no_grad: the loss has no grad_fn, so there is no graph."
-        dot, saved_readable = self._make_dot()
+            if self.forward_grad_mode is False:
+                return None, 0, "The latest forward ran under no_grad: the loss has no grad_fn, so there is no graph."
+            dtype = str(self.loss.dtype).removeprefix("torch.")
+            return None, 0, f"The loss ({dtype}) has no grad_fn although grad mode was on: there is no graph to draw."
+        try:
+            dot, saved_readable = self._make_dot()
+        except RuntimeError as error:  # torchviz reads a custom Function's saved_tensors, released by backward
+            return None, 0, f"torchviz could not draw this graph: {str(error).splitlines()[0][:160]}"
         nodes = sum("[label=" in line for line in dot.body)
         if nodes > MAX_GRAPH_NODES:
             return (
@@ -443,8 +481,13 @@ class _Lifecycle:
                     "lower the depth or hide the saved tensors."
                 ),
             )
-        if self.graph_freed:
-            note = "backward() freed the tensors saved for backward: the nodes remain, but a second backward fails."
+        if self.graph_freed and self.released_count:
+            note = (
+                f"backward() released the {self.released_count} tensors this graph saved for backward; "
+                "the nodes remain, without them."
+            )
+        elif self.graph_freed:
+            note = "backward() ran through this graph; its nodes saved no tensors, so there was nothing to release."
         elif not saved_readable:
             note = (
                 "Some saved tensors can no longer be read (freed by a failed backward, or changed in place "
@@ -455,6 +498,30 @@ class _Lifecycle:
         else:
             note = "Blue: leaves. Grey: grad_fn nodes (saved tensors hidden)."
         return graphs.stable_ids(dot.source), nodes, note
+
+
+def _saved_values(node) -> list[tuple[str, torch.Tensor]]:
+    """The tensors a grad_fn node still holds for backward, by attribute; none once backward released them.
+
+    Built-in nodes expose them as `_saved_*` attributes; a custom autograd.Function's node as
+    `saved_tensors` (what its forward passed to `ctx.save_for_backward`).
+    """
+    found = []
+    if isinstance(node, torch.autograd.function.BackwardCFunction):
+        try:
+            found = [(f"saved_tensors[{i}]", t) for i, t in enumerate(node.saved_tensors)]
+        except RuntimeError:  # released by backward, or modified in place since it was saved
+            return []
+    for attribute in dir(node):
+        if not attribute.startswith("_saved_"):
+            continue
+        try:
+            value = getattr(node, attribute)
+        except RuntimeError:  # released by backward, or modified in place since it was saved
+            continue
+        if torch.is_tensor(value):
+            found.append((attribute.removeprefix("_saved_"), value))
+    return [(name, t) for name, t in found if torch.is_tensor(t)]
 
 
 def _grad_or_zeros(tensor: torch.Tensor) -> torch.Tensor:
@@ -480,7 +547,7 @@ def run(
         lab = _Lifecycle(options, yours)
         snapshots = [lab.snapshot("start", None)]
         for action in actions:
-            snapshots.append(lab.snapshot(action, lab.apply(action)))
+            snapshots.append(lab.snapshot(action, *lab.apply(action)))
         source, nodes, note = lab.graph()
         grads = {name: None if t.grad is None else t.grad.detach().clone() for name, t in lab.leaves.items()}
     return AutogradRun(

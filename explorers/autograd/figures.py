@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from explorers.autograd.experiment import ACTIONS, AutogradRun, Snapshot
+from explorers.autograd.experiment import ACTIONS, RATIO_LABEL, AutogradRun, Snapshot
 from explorers.units import byte_axis_unit, format_bytes
 
 
@@ -22,7 +22,7 @@ def tensor_table(snapshot: Snapshot) -> pd.DataFrame:
                 "grad_fn": r.grad_fn or "None",
                 ".grad": r.grad,
                 "‖grad‖": r.grad_norm,
-                "× one pass": r.grad_vs_one_pass,
+                RATIO_LABEL: r.grad_vs_one_pass,
                 "version": r.version,
             }
             for r in snapshot.tensors

@@ -1,22 +1,129 @@
-"""The Autograd lab's lesson: sentences bound to the recorded lifecycle."""
+"""The Autograd lab's lesson: sentences bound to the recorded lifecycle, and the general statements they lean on.
+
+A sentence about this run is built from a field of the run that witnessed it (a measured number,
+a value compared before and after, an error PyTorch raised). A sentence about PyTorch in general
+is one of `STATEMENTS`, with when it holds and where PyTorch says so; tests/claims/test_autograd.py
+tries to falsify each one on the adversarial zoo.
+"""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
 
-from explorers.autograd.experiment import AutogradRun, Snapshot
+from explorers.autograd.experiment import ACTIONS, RATIO_LABEL, AutogradRun, Snapshot, TensorRow
+from explorers.statements import Statement
 from explorers.units import format_bytes
+
+AUTOGRAD_NOTES = "https://pytorch.org/docs/stable/notes/autograd.html"
+STATEMENTS: dict[str, Statement] = {
+    "records": Statement(
+        text=(
+            "While grad mode is on, a differentiable operation that reads a tensor requiring grad returns a tensor "
+            "with a `grad_fn`: the graph's node for that operation, which keeps what its backward needs."
+        ),
+        scope=(
+            "Floating-point outputs of differentiable operations only; detach(), integer outputs (argmax) and "
+            "creation ops such as zeros_like return tensors without one; inside a custom Function's forward grad "
+            "mode is off, and the Function's own output gets the node."
+        ),
+        source=f"{AUTOGRAD_NOTES}#how-autograd-encodes-the-history",
+    ),
+    "accumulates": Statement(
+        text="Backward adds each pass's gradient into a leaf's `.grad`; it never overwrites it.",
+        scope=(
+            "Leaves that require grad, with Tensor.backward() or torch.autograd.backward() (torch.autograd.grad "
+            "returns gradients instead of storing them); a `.grad` of None counts as zero."
+        ),
+        source="https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html",
+    ),
+    "release": Statement(
+        text=(
+            "Without `retain_graph=True`, backward drops the graph's references to the tensors it saved; a storage's "
+            "memory is freed only when nothing else (a parameter, the batch, a variable you kept) still holds it."
+        ),
+        scope=(
+            "Eager mode; tensors saved by built-in grad_fn nodes and by a custom Function's save_for_backward "
+            "(a tensor stashed on ctx as a plain attribute stays until the node goes)."
+        ),
+        source=f"{AUTOGRAD_NOTES}#saved-tensors",
+    ),
+    "second_backward": Statement(
+        text=(
+            'A second backward through a graph raises "Trying to backward through the graph a second time" only '
+            "when one of its nodes saved tensors that the first pass released; a graph whose nodes saved nothing "
+            "runs backward again without error."
+        ),
+        scope="When the first backward ran without retain_graph=True.",
+        source="torch/csrc/autograd/saved_variable.cpp: SavedVariable::unpack (ERR_BACKWARD_TWICE)",
+    ),
+    "zero_grad": Statement(
+        text=(
+            "`zero_grad(set_to_none=True)` leaves `.grad` as None (no memory held, the next backward writes a fresh "
+            "tensor); `set_to_none=False` keeps a tensor of zeros that the next backward adds into."
+        ),
+        scope="The parameters in the optimizer's param groups (torch.optim.Optimizer.zero_grad).",
+        source="torch/optim/optimizer.py: Optimizer.zero_grad",
+    ),
+    "optimizer_clears_own": Statement(
+        text="An optimizer's `zero_grad` clears only the parameters it was given; any other leaf keeps its `.grad`.",
+        scope="torch.optim optimizers; e.g. an input x that requires grad, or a parameter left out of the groups.",
+        source="torch/optim/optimizer.py: Optimizer.zero_grad",
+    ),
+    "version_check": Statement(
+        text=(
+            "Backward refuses a saved tensor whose version counter moved after it was saved: any in-place write, "
+            '`optimizer.step()` included, makes it raise "modified by an inplace operation", even one that '
+            "wrote the same values back."
+        ),
+        scope=(
+            "Tensors saved by built-in ops and by save_for_backward (a tensor stashed on ctx as a plain attribute "
+            "is not checked); views share their base's counter."
+        ),
+        source="torch/csrc/autograd/saved_variable.cpp: SavedVariable::unpack (version check)",
+    ),
+    "no_grad": Statement(
+        text=(
+            "Under `torch.no_grad()` no operation records a graph: every tensor computed inside has `grad_fn=None` "
+            "and `requires_grad=False`."
+        ),
+        scope="Tensors computed inside the block, custom Functions included; tensors made before it keep theirs.",
+        source="https://pytorch.org/docs/stable/generated/torch.no_grad.html",
+    ),
+    "eval_records": Statement(
+        text=(
+            "`model.eval()` changes how modules such as Dropout and BatchNorm compute; it does not stop autograd "
+            "recording the graph."
+        ),
+        scope="Any nn.Module; the gradient mode (no_grad, inference_mode) is a separate switch.",
+        source=f"{AUTOGRAD_NOTES}#locally-disabling-gradient-computation",
+    ),
+}
+
+# Sentences of the page, here so the claims tests can read them (pages hold none).
+NOTHING_YET = "Nothing has run yet. Press **forward** to build a graph."
+STEP_THROUGH = "**Step through the lifecycle.** Each click replays every step from the seed, so a link reproduces it."
+SCALAR_HAS_NO_LAYERS = "The scalar neuron has one input and no layers."
+X_REQUIRES_GRAD_HELP = "Makes the input a leaf that receives a gradient."
+SAVED_ROWS_CAPTION = (
+    "Every row is a reference to a storage. Parameters, buffers, the input and the target exist without the "
+    "graph, so the `activation` rows alone count as memory the graph costs."
+)
+ACCUMULATION_SHOWN_FROM = 1.5  # a ratio nearer 1 could be one pass; past this the sum is plain to see
+
+
+def error_heading(snapshot: Snapshot) -> str:
+    """What the error box above the graph says about the step that failed."""
+    if snapshot.error_from_pytorch:
+        return f"PyTorch raised on `{ACTIONS[snapshot.action]}`, and that is the lesson:"
+    return f"The lab did not run `{ACTIONS[snapshot.action]}`:"
 
 
 def explain(result: AutogradRun) -> list[str]:
     """The lesson of this run, one markdown sentence per fact, built from its live numbers."""
     steps = result.steps
     if not steps:
-        return [
-            "Nothing has run yet. Press **forward**: autograd records every operation on tensors that "
-            "require grad, back to the leaves."
-        ]
+        return [NOTHING_YET]
     lines = []
     final = result.final
     leaves = [r for r in final.tensors if r.is_leaf and r.requires_grad]
@@ -30,39 +137,30 @@ def explain(result: AutogradRun) -> list[str]:
             "a leaf and its `.grad` is not kept."
         )
     lines += _saved_memory_lines(steps)
-    for step in steps:
-        if step.error and step.action == "backward" and "second time" in step.error:
-            lines.append(
-                "The second `backward()` failed with PyTorch's own error: the first one had freed the "
-                "saved tensors. Pass `retain_graph=True` if you really need two passes."
-            )
-            break
+    lines += _second_backward_lines(steps)
     lines += _accumulation_lines(final)
-    if any(s.action.startswith("zero_grad") for s in steps):
-        lines.append(
-            "`zero_grad(set_to_none=True)` leaves `.grad` as None (no memory held, the next backward "
-            "writes instead of adding); `set_to_none=False` keeps a tensor of zeros."
-        )
-        x = final.row("x")
-        if x.requires_grad and x.grad != "None":
-            lines.append("`x.grad` survived `zero_grad`: the optimizer only clears the parameters it was given.")
-    for before, step in itertools.pairwise(result.snapshots):
-        if step.action == "sgd_step" and not step.error:
-            name = next(r.name for r in step.tensors if r.role == "parameter")
-            old, new = before.row(name).version, step.row(name).version
-            if new > old:
-                lines.append(
-                    f"`optimizer.step()` updated the weights in place: `{name}`'s version counter went from {old} "
-                    f"to {new}. A graph that saved a weight before the step refuses to backward through it."
-                )
-                break
-    loss = final.tensors[-1]
-    if loss.role == "loss" and loss.grad_fn is None:
-        lines.append(
-            "Under `no_grad` the loss has `grad_fn=None` and `requires_grad=False`: no graph, nothing saved. "
-            "This is a gradient-mode switch; `model.eval()` is a different one and would not do this."
-        )
+    lines += _zero_grad_lines(result)
+    lines += _step_lines(result)
+    lines += _no_grad_lines(final)
     return lines
+
+
+def _second_backward_lines(steps: Sequence[Snapshot]) -> list[str]:
+    """What a plain backward through a graph a plain backward had already run through did: PyTorch's answer."""
+    released = False  # a plain backward ran through the latest graph
+    for step in steps:
+        if step.action.startswith("forward"):
+            released = False
+        elif step.action == "backward" and released and step.error and "second time" in step.error:
+            return [
+                "The second `backward()` failed with PyTorch's own error: the first one had released the tensors "
+                "the graph saved. Pass `retain_graph=True` to the first if you need two passes."
+            ]
+        elif step.action == "backward" and released and not step.error:
+            return ["Two `backward()` calls through the same graph both ran. " + STATEMENTS["second_backward"].text]
+        elif step.action == "backward" and not step.error:
+            released = True
+    return []
 
 
 def _saved_memory_lines(steps: Sequence[Snapshot]) -> list[str]:
@@ -72,10 +170,19 @@ def _saved_memory_lines(steps: Sequence[Snapshot]) -> list[str]:
             continue
         held = format_bytes(before.saved_bytes)
         if step.action == "backward":
-            lines.append(
+            line = (
                 f"Before `backward()` the graph held **{held}** in {before.saved_count} saved tensors; "
-                f"after it, **{format_bytes(step.saved_bytes)}**: backward frees them as it goes."
+                f"after it, **{format_bytes(step.saved_bytes)}**: backward dropped the graph's references to them."
             )
+            if step.saved_alive_bytes:
+                line += (
+                    f" **{format_bytes(step.saved_alive_bytes)}** of it ({step.saved_alive_count} storages) is still "
+                    "in memory: this lab keeps the layer outputs for its table, and a storage lives while "
+                    "anything holds it."
+                )
+            else:
+                line += " No other tensor held them, so their memory was freed."
+            lines.append(line)
             break
         if step.action == "backward_retain":
             lines.append(
@@ -91,18 +198,109 @@ def _saved_memory_lines(steps: Sequence[Snapshot]) -> list[str]:
     return lines
 
 
-ACCUMULATION_SHOWN_FROM = 1.5  # a ratio nearer 1 could be one pass; past this the sum is plain to see
-
-
 def _accumulation_lines(final: Snapshot) -> list[str]:
-    rows = [r for r in final.tensors if r.grad_vs_one_pass is not None]
+    """The sum of several passes in one `.grad`, described by what those passes added."""
+    rows = [r for r in final.tensors if r.grad_vs_one_pass is not None and r.passes >= 2]
     if not rows:
         return []
     largest = max(rows, key=lambda r: r.grad_vs_one_pass)
     if largest.grad_vs_one_pass < ACCUMULATION_SHOWN_FROM:
         return []
     return [
-        f"`{largest.name}.grad` is now **{largest.grad_vs_one_pass:.3f}×** the size of what the latest backward "
-        "pass added to it: backward accumulates into `.grad`, it never overwrites. That is why a training loop "
-        "zeroes gradients every step."
+        f"`{largest.name}.grad` holds the sum of {_passes(largest)}: ‖`{largest.name}.grad`‖ / ‖latest pass‖ = "
+        f"**{largest.grad_vs_one_pass:.3f}×**. " + STATEMENTS["accumulates"].text
     ]
+
+
+def _passes(row: TensorRow) -> str:
+    if row.passes_equal:
+        return f"{row.passes} backward passes that each added the same gradient"
+    return (
+        f"{row.passes} backward passes that added different gradients (a new forward, new dropout masks or a step "
+        "in between), so the ratio of norms is not a count of passes"
+    )
+
+
+def ratio_label() -> str:
+    """The table column's name: a ratio of norms, not a count of passes."""
+    return RATIO_LABEL
+
+
+def _zero_grad_lines(result: AutogradRun) -> list[str]:
+    lines = []
+    cleared = [s for s in result.steps if s.action.startswith("zero_grad") and not s.error]
+    for step in cleared:
+        wanted = "None" if step.action == "zero_grad_none" else "zeros"
+        params = [r for r in step.tensors if r.role == "parameter" and r.requires_grad]
+        if params and all(r.grad == wanted for r in params):
+            lines.append(f"After `{ACTIONS[step.action]}` every trainable parameter's `.grad` is {wanted}. ")
+            lines[-1] += STATEMENTS["zero_grad"].text
+            break
+    survived = next((s for s in cleared if s.row("x").requires_grad and s.row("x").grad != "None"), None)
+    if survived:
+        lines.append("`x.grad` survived `zero_grad`. " + STATEMENTS["optimizer_clears_own"].text)
+    return lines
+
+
+def _step_lines(result: AutogradRun) -> list[str]:
+    for before, step in itertools.pairwise(result.snapshots):
+        if step.action != "sgd_step" or step.error:
+            continue
+        params = [r.name for r in step.tensors if r.role == "parameter" and r.requires_grad]
+        moved = [n for n in params if step.row(n).version > before.row(n).version]
+        if not moved:
+            continue
+        name = moved[0]
+        old, new = before.row(name).version, step.row(name).version
+        changed = [n for n in moved if n in step.values_changed]
+        if changed:
+            what = f"changed the values of {len(changed)} of {len(params)} parameters in place"
+        else:
+            what = "wrote every parameter in place but left the values as they were (the gradients were zero)"
+        return [
+            f"`optimizer.step()` {what}: `{name}`'s version counter went from {old} to {new}. "
+            + STATEMENTS["version_check"].text
+        ]
+    return []
+
+
+def _no_grad_lines(final: Snapshot) -> list[str]:
+    loss = final.tensors[-1]
+    if loss.role != "loss" or loss.grad_fn is not None:
+        return []
+    if final.forward_grad_mode is False:
+        return [
+            "The latest forward ran under `no_grad`: the loss has `grad_fn=None` and `requires_grad=False`. "
+            + STATEMENTS["no_grad"].text
+            + " "
+            + STATEMENTS["eval_records"].text
+        ]
+    return [
+        f"The loss ({final.loss_dtype}) has `grad_fn=None` although the forward ran with grad mode on: "
+        "so backward has nowhere to start."
+    ]
+
+
+def two_passes_question(leaf: TensorRow) -> str:
+    return f"After forward, then backward(retain_graph=True) twice, what is `{leaf.name}.grad`?"
+
+
+def two_passes_reveal(leaf: TensorRow) -> str:
+    return (
+        f"Measured just now on this model: ‖{leaf.name}.grad‖ / ‖latest pass‖ = {leaf.grad_vs_one_pass:.3f}, "
+        f"over {leaf.passes} passes that {'each added the same gradient' if leaf.passes_equal else 'differed'}. "
+        + STATEMENTS["accumulates"].text
+    )
+
+
+def no_ratio_note() -> str:
+    """Shown instead of the prediction when every gradient of the two-pass run measured exactly zero."""
+    return (
+        "On this model every gradient measured exactly zero (the activation passed no gradient for this input), "
+        "so a second backward pass has nothing to add. Change the seed or the activation to see it accumulate."
+    )
+
+
+def two_passes_leaf(two_passes: AutogradRun) -> TensorRow | None:
+    """The leaf the prediction asks about and the card quotes: the first with a measured ratio."""
+    return next((r for r in two_passes.final.tensors if r.grad_vs_one_pass is not None), None)

@@ -1,7 +1,7 @@
 """The Gradients lab's clipping experiments: what `clip_grad_norm_` changes, and what it leaves alone.
 
 `clip_once` clips one scenario's gradient and compares each layer's norm before and after: every
-gradient is scaled by one factor, so the first/last layer imbalance (the cause) is unchanged.
+gradient is scaled by one factor, so the first/last layer ratio is the same before and after.
 `clipped_training` trains the exploding case with and without clipping from the same weights.
 """
 

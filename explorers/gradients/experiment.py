@@ -40,7 +40,7 @@ IN_FEATURES = 8
 WIDTH = 16
 BATCH = 32
 EMBEDDING_ROWS = 4  # the argmax scenario's choices
-DEAD_BIAS = -10.0  # the dead-ReLU scenario's first-layer bias: w·x has a standard deviation of about init_scale
+DEAD_BIAS = -10.0  # the dead-ReLU scenario's first-layer bias: a unit is dead for a sample where w·x < 10
 MAX_GRAPH_NODES = 140  # past this a drawn graph stops being readable
 SWEEP_FACTORS = (0.5, 1.0, 2.0)  # the scale sweep: init_scale times each
 
@@ -62,83 +62,32 @@ STACK_KNOBS = ("depth", "init_scale", "activation")
 
 @dataclass(frozen=True)
 class Scenario:
-    title: str
-    pathology: str  # what was planted, in one sentence
-    code: str  # the lines that plant it
+    """A model with one planted pathology. Its title, description and code are written from the live options
+    by `lesson.scenario_text`, so they follow the knobs."""
+
+    label: str  # the scenario's name in the picker: what was set up, not what the run shows
     knobs: tuple[str, ...]  # the options that change this scenario's model (besides the seed)
     defaults: dict  # option values that show the pathology best
 
 
 SCENARIOS: dict[str, Scenario] = {
     "healthy": Scenario(
-        "Healthy baseline",
-        "A tanh MLP with LeCun-scaled weights: nothing planted.",
-        "layers = [nn.Linear(w_in, w_out), nn.Tanh()] * depth",
-        STACK_KNOBS,
-        {"depth": 4, "init_scale": 1.0, "activation": "tanh"},
+        "Baseline: nothing planted", STACK_KNOBS, {"depth": 4, "init_scale": 1.0, "activation": "tanh"}
     ),
-    "detached": Scenario(
-        "Detached branch",
-        "A side branch is detached before it rejoins the trunk.",
-        "b = torch.tanh(self.branch(h)).detach()\nreturn self.head(h + b)",
-        ("init_scale",),
-        {},
-    ),
-    "unused": Scenario(
-        "Unused parameter",
-        "A layer is defined in __init__ and never called in forward.",
-        "self.skip = nn.Linear(16, 16)  # forward never calls it",
-        ("init_scale",),
-        {},
-    ),
-    "frozen": Scenario(
-        "Frozen layer",
-        "The encoder is frozen with requires_grad_(False), as for fine-tuning.",
-        "self.encoder.requires_grad_(False)",
-        ("init_scale",),
-        {},
-    ),
-    "inplace": Scenario(
-        "In-place op on a saved tensor",
-        "The sigmoid's output, which sigmoid saved for backward, is changed in place.",
-        "h = torch.sigmoid(self.fc1(x))\nh[:, 0] = 0  # in place: SigmoidBackward needs the old h",
-        ("init_scale",),
-        {},
-    ),
-    "dead_relu": Scenario(
-        "Dead ReLUs",
-        f"Every bias of the first layer is {DEAD_BIAS:g}, as after one too-large update.",
-        f"self.net[0].bias.fill_({DEAD_BIAS:g})  # w·x never gets above it",
-        ("init_scale",),
-        {},
-    ),
+    "detached": Scenario("Detached branch", ("init_scale",), {}),
+    "unused": Scenario("Unused parameter", ("init_scale",), {}),
+    "frozen": Scenario("Frozen layer", ("init_scale",), {}),
+    "inplace": Scenario("In-place op on a saved tensor", ("init_scale",), {}),
+    "dead_relu": Scenario("Dead ReLUs", ("init_scale",), {}),
     "vanishing": Scenario(
-        "Vanishing: deep sigmoid, small init",
-        "A deep sigmoid stack with small weights: each layer multiplies the gradient by at most 0.25 × ‖W‖.",
-        "layers = [nn.Linear(w_in, w_out), nn.Sigmoid()] * depth  # weights ~ N(0, 0.5² / fan_in)",
-        STACK_KNOBS,
-        {"depth": 8, "init_scale": 0.5, "activation": "sigmoid"},
+        "Vanishing: deep stack, small init", STACK_KNOBS, {"depth": 8, "init_scale": 0.5, "activation": "sigmoid"}
     ),
     "exploding": Scenario(
-        "Exploding: deep ReLU, large init",
-        "A deep ReLU stack with weights 3x too large: the output, the loss and every gradient blow up.",
-        "layers = [nn.Linear(w_in, w_out), nn.ReLU()] * depth  # weights ~ N(0, 3² / fan_in)",
-        STACK_KNOBS,
-        {"depth": 8, "init_scale": 3.0, "activation": "relu"},
+        "Exploding: deep stack, large init", STACK_KNOBS, {"depth": 8, "init_scale": 3.0, "activation": "relu"}
     ),
-    "argmax": Scenario(
-        "argmax in the path",
-        "The model picks a row with argmax: an integer index, which has no gradient.",
-        "choice = self.scorer(h).argmax(dim=1)  # int64: the path ends here\nreturn self.table(choice)",
-        ("init_scale",),
-        {},
-    ),
+    "argmax": Scenario("argmax in the path", ("init_scale",), {}),
     "no_zero_grad": Scenario(
-        "Forgetting zero_grad",
-        "The training loop calls backward() on k batches without zero_grad() in between.",
-        "for x, y in batches:\n    mse_loss(model(x), y).backward()  # no optimizer.zero_grad()",
-        (*STACK_KNOBS, "k"),
-        {"depth": 3, "init_scale": 1.0, "activation": "tanh", "k": 5},
+        "Forgetting zero_grad", (*STACK_KNOBS, "k"), {"depth": 3, "init_scale": 1.0, "activation": "tanh", "k": 5}
     ),
 }
 
@@ -333,6 +282,12 @@ class Accumulation:
         return len(self.accumulated_norms)
 
     @property
+    def fell_at(self) -> tuple[int, ...]:
+        """The batches (1-based) after which ‖.grad‖ was smaller than after the batch before."""
+        norms = self.accumulated_norms
+        return tuple(i + 1 for i in range(1, len(norms)) if norms[i] < norms[i - 1])
+
+    @property
     def growth(self) -> tuple[float, ...]:
         """‖.grad‖ after batch i as a multiple of the first batch's gradient."""
         first = self.batch_norms[0]
@@ -417,7 +372,7 @@ def _graph(model: nn.Module, x: torch.Tensor, y: torch.Tensor, diagnosis: Diagno
         notes.append(
             "Backward raised partway through this graph"
             + (
-                f"; only {', '.join(reached)} got a gradient before it did."
+                f"; of the parameters, just {', '.join(reached)} got a gradient before it did."
                 if reached
                 else ": no parameter got a gradient."
             )

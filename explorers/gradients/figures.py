@@ -207,4 +207,4 @@ def accumulation_figure(accumulation: Accumulation) -> go.Figure:
     )
     figure.update_xaxes(title="batches since the last zero_grad", dtick=1)
     figure.update_yaxes(title="gradient norm")
-    return _style(figure, "Without zero_grad, .grad keeps growing")
+    return _style(figure, "‖.grad‖ without zero_grad, batch by batch")

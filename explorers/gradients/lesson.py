@@ -1,16 +1,27 @@
-"""The Gradients lab's lesson: sentences and the answer card, built only from the measured numbers.
+"""The Gradients lab's lesson: sentences built from the measured numbers, and the general statements they use.
 
-Every sentence here is a reading of the run it is given: a sentence about a finding appears
-only when that finding was made, and its numbers are the run's own.
+Every sentence about the run is a reading of the run it is given: a sentence about a finding appears
+when that finding was made, and its numbers are the run's own. A sentence about PyTorch in general
+is one of `STATEMENTS`, with when it holds and where PyTorch says so; tests/claims/test_gradients.py
+tries to falsify each one. The answer card is in `card.py`.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from explorers.cards import AnswerCard
 from explorers.gradients.clipping import Clipping, Training
-from explorers.gradients.experiment import BATCH, Accumulation, ScaleSweep, ScenarioRun
+from explorers.gradients.experiment import (
+    DEAD_BIAS,
+    IN_FEATURES,
+    SCENARIOS,
+    WIDTH,
+    Accumulation,
+    GradientsOptions,
+    ScaleSweep,
+    ScenarioRun,
+)
 from explorers.gradients.your_model import (
     EXPLODING_NORM,
     VANISHING_RATIO,
@@ -18,10 +29,184 @@ from explorers.gradients.your_model import (
     Finding,
     depth_layers,
 )
+from explorers.statements import Statement
+
+AUTOGRAD_NOTES = "https://pytorch.org/docs/stable/notes/autograd.html"
+STATEMENTS: dict[str, Statement] = {
+    "accumulates": Statement(
+        text="Backward adds each pass's gradient into a parameter's `.grad`; it never overwrites it.",
+        scope="Leaves that require grad, with Tensor.backward(); a `.grad` of None counts as zero.",
+        source="https://pytorch.org/docs/stable/generated/torch.Tensor.backward.html",
+    ),
+    "none_stays_none": Statement(
+        text=(
+            "Rescaling the initial weights cannot give a gradient to a parameter that no path connects to the "
+            "loss: its `.grad` stays None at every scale."
+        ),
+        scope=(
+            "Models whose forward takes the same operations whatever the values (no `if` on a tensor's value); "
+            "parameters behind detach(), no_grad or an integer output, or not read at all."
+        ),
+        source=f"{AUTOGRAD_NOTES}#how-autograd-encodes-the-history",
+    ),
+    "clip_one_factor": Statement(
+        text=(
+            "`clip_grad_norm_` multiplies every gradient by the same factor, max_norm / total norm, when the total "
+            "norm is above max_norm, and leaves them as they were otherwise."
+        ),
+        scope="Finite total norms; the factor is max_norm / (total + 1e-6), clamped to 1; the parameters passed in.",
+        source="torch/nn/utils/clip_grad.py: clip_grad_norm_",
+    ),
+    "broken_graph": Statement(
+        text=(
+            "Backward reaches a parameter through `grad_fn` links; a tensor made by detach(), under no_grad, or with "
+            "an integer dtype (argmax, a cast) has no `grad_fn`, so a parameter reached only through one keeps "
+            "`.grad` None."
+        ),
+        scope="Eager autograd; a custom autograd.Function or a straight-through trick can build a path of its own.",
+        source=f"{AUTOGRAD_NOTES}#locally-disabling-gradient-computation",
+    ),
+    "unused": Statement(
+        text=(
+            "A parameter that no operation of the forward pass or the loss reads is not in the graph: its `.grad` "
+            "stays None."
+        ),
+        scope="Any module; DDP with find_unused_parameters=False raises on such a parameter.",
+        source=f"{AUTOGRAD_NOTES}#how-autograd-encodes-the-history",
+    ),
+    "frozen": Statement(
+        text="A parameter with requires_grad=False gets no AccumulateGrad node: backward leaves its `.grad` None.",
+        scope="When backward runs at all (some other tensor in the graph requires grad).",
+        source=f"{AUTOGRAD_NOTES}#setting-requires-grad",
+    ),
+    "backward_error": Statement(
+        text=(
+            "Autograd records the version of each tensor it saves for backward; when an in-place op changes it "
+            'before backward, backward raises "modified by an inplace operation" instead of using the new value.'
+        ),
+        scope="Tensors saved by built-in ops and by save_for_backward; views share their base's version counter.",
+        source="torch/csrc/autograd/saved_variable.cpp: SavedVariable::unpack",
+    ),
+    "dead_units": Statement(
+        text=(
+            "ReLU's derivative is 0 where its output is 0, so a unit that is 0 for every sample passes back exactly "
+            "0 to the weights feeding it."
+        ),
+        scope="nn.ReLU and torch.relu (the derivative at exactly 0 is taken as 0); LeakyReLU, GELU and RReLU differ.",
+        source="tools/autograd/derivatives.yaml: relu (threshold_backward)",
+    ),
+    "zero_gradient": Statement(
+        text=(
+            "A path that multiplies by zero (a mask, a dead unit) delivers a gradient of exactly 0: the parameter "
+            "is reached, and its `.grad` is a tensor of zeros, not None."
+        ),
+        scope="Finite values on the path (0 × inf is nan).",
+        source=f"{AUTOGRAD_NOTES}#how-autograd-encodes-the-history",
+    ),
+    "vanishing": Statement(
+        text=(
+            "Backward multiplies the gradient by one layer's local derivative at a time; sigmoid's derivative is at "
+            "most 0.25, so a sigmoid layer whose weight matrix has spectral norm below 4 shrinks the gradient's norm."
+        ),
+        scope="Linear layers followed by sigmoid; tanh's bound is 1, ReLU's is 1 on active units.",
+        source="https://pytorch.org/docs/stable/generated/torch.nn.Sigmoid.html",
+    ),
+    "exploding": Statement(
+        text=(
+            "A ReLU or linear stack without biases is positively homogeneous: multiplying every weight by c "
+            "multiplies the output by c to the power of the depth, so the output, the loss and the gradients grow "
+            "with depth and initial scale."
+        ),
+        scope="Zero biases (as the lab's stacks start) and ReLU or identity activations; tanh and sigmoid saturate.",
+        source="https://pytorch.org/docs/stable/generated/torch.nn.ReLU.html",
+    ),
+    "nonfinite": Statement(
+        text=(
+            "An inf or nan that enters a matrix product reaches every output it is multiplied into, and from there "
+            "the loss and the gradients."
+        ),
+        scope="Sums and products such as Linear and matmul; relu(-inf) = 0, max or a mask can drop a non-finite value.",
+        source="https://pytorch.org/docs/stable/notes/numerical_accuracy.html",
+    ),
+}
 
 QUESTION = "Why is a gradient None, zero, vanishing or exploding?"
+NO_FINDINGS = "None: every trainable parameter got a finite gradient, and no threshold was crossed."
+KNOB_NOT_IN_MODEL = "This scenario's model does not have this knob."
 MOVED_FACTOR = 1.5  # a norm that changed by less than this over the sweep "barely moved"
 ALIGNED_SHARE = 0.8  # the accumulated norm at least this share of the summed batch norms: "nearly the same direction"
+
+
+@dataclass(frozen=True)
+class ScenarioText:
+    title: str
+    pathology: str  # what was set up, in words, from the live options
+    code: str  # the lines that build it, from the live options
+
+
+_MODULES = {"tanh": "nn.Tanh()", "sigmoid": "nn.Sigmoid()", "relu": "nn.ReLU()", "linear": "nn.Identity()"}
+_PLANTED = {
+    "detached": (
+        "A side branch is detached before it rejoins the trunk.",
+        "b = torch.tanh(self.branch(h)).detach()\nreturn self.head(h + b)",
+    ),
+    "unused": (
+        "A layer is defined in __init__ and not called in forward.",
+        f"self.skip = nn.Linear({WIDTH}, {WIDTH})  # forward does not call it",
+    ),
+    "frozen": (
+        "The encoder is frozen with requires_grad_(False), as for fine-tuning.",
+        "self.encoder.requires_grad_(False)",
+    ),
+    "inplace": (
+        "The sigmoid's output, which sigmoid saved for backward, is changed in place.",
+        "h = torch.sigmoid(self.fc1(x))\nh[:, 0] = 0  # in place: SigmoidBackward needs the old h",
+    ),
+    "dead_relu": (
+        f"Every bias of the first layer is {DEAD_BIAS:g}, as after one too-large update.",
+        f"self.net[0].bias.fill_({DEAD_BIAS:g})  # a unit is dead for a sample where w·x < {-DEAD_BIAS:g}",
+    ),
+    "argmax": (
+        "The model picks a row with argmax: an integer index.",
+        "choice = self.scorer(h).argmax(dim=1)  # int64\nreturn self.table(choice)",
+    ),
+}
+_STACK_INTENT = {
+    "healthy": "Nothing planted.",
+    "vanishing": "Set up for vanishing gradients: a deep stack with small weights.",
+    "exploding": "Set up for exploding gradients: a deep stack with large weights.",
+    "no_zero_grad": "The training loop calls backward() on k batches without zero_grad() in between.",
+}
+
+
+def scale_words(init_scale: float) -> str:
+    """The initial scale against the two named ones: LeCun std 1/√fan_in, He std √2/√fan_in."""
+    return f"{init_scale:g}× LeCun scale, {init_scale / math.sqrt(2):.2g}× He scale"
+
+
+def scenario_text(options: GradientsOptions) -> ScenarioText:
+    """The scenario's heading, description and code, written from the options the model was built with."""
+    name, scale = options.scenario, options.init_scale
+    init = f"# every weight ~ N(0, {scale:g}² / fan_in) ({scale_words(scale)}), every bias 0"
+    if name in _PLANTED:
+        pathology, code = _PLANTED[name]
+        return ScenarioText(SCENARIOS[name].label, pathology, f"{init}\n{code}")
+    depth, module = options.depth, _MODULES[options.activation]
+    title = f"{SCENARIOS[name].label.split(':')[0]}: {depth} Linear layers, {options.activation}, {scale_words(scale)}"
+    pathology = (
+        f"{_STACK_INTENT[name]} {depth} Linear layers ({IN_FEATURES} → {WIDTH} … → 1) with {options.activation} "
+        f"between them, weights at {scale_words(scale)}."
+    )
+    code = (
+        f"layers = []\nfor i in range({depth}):\n"
+        f"    layers.append(nn.Linear({IN_FEATURES} if i == 0 else {WIDTH}, 1 if i == {depth - 1} else {WIDTH}))\n"
+        f"    if i < {depth - 1}:\n        layers.append({module})\n{init}"
+    )
+    if name == "no_zero_grad":
+        code += (
+            f"\nfor x, y in batches[:{options.k}]:\n    mse_loss(model(x), y).backward()  # no optimizer.zero_grad()"
+        )
+    return ScenarioText(title, pathology, code)
 
 
 def sci(x: float | None) -> str:
@@ -105,9 +290,10 @@ def _finding_line(finding: Finding, diagnosis: Diagnosis) -> str:
             f"`{d.where}`: **{d.dead} of {d.units}** units zero for all {d.samples} samples" for d in dead
         )
         zero = [n for n in finding.parameters]
-        return f"Dead ReLUs: {parts}. ReLU's derivative is 0 where its output is 0" + (
-            f", so {_names(zero)} got a gradient of **exactly 0**: a path exists, and it carries zero." if zero else "."
-        )
+        line = f"Dead ReLUs: {parts}."
+        if zero:
+            line += f" {_names(zero)} got a gradient of **exactly 0**: a tensor of zeros, so a path reached them."
+        return line
     if kind == "zero_gradient":
         return f"{_names(finding.parameters)} got a gradient of **exactly 0**: a path exists, and it carries zero."
     if kind == "vanishing":
@@ -116,8 +302,7 @@ def _finding_line(finding: Finding, diagnosis: Diagnosis) -> str:
         return (
             f"Vanishing: the first layer's (`{first}`) gradient norm is **{sci(ratio)}** of the last layer's "
             f"(`{last}`), a factor of about **{per_layer:.2f}** per layer over {count} layers (flagged below "
-            f"{VANISHING_RATIO:.0e}). The norms are finite: the chain rule multiplies one small local "
-            "derivative per layer."
+            f"{VANISHING_RATIO:.0e}). The norms are finite: small, not missing."
         )
     if kind == "exploding":
         layers = [layer for layer in diagnosis.layers if set(layer.parameters) & set(finding.parameters)]
@@ -153,6 +338,8 @@ def explain(
         lines += sweep_lines(sweep)
     if run.accumulation is not None:
         lines += accumulation_lines(run.accumulation)
+        if diagnosis.verdict == "healthy":
+            lines.append("The diagnosis of one batch above says healthy: one batch does not show this bug.")
     if clipping is not None:
         lines.append(clipping_line(clipping))
     if training is not None:
@@ -172,12 +359,15 @@ def sweep_lines(sweep: ScaleSweep) -> list[str]:
     )
     if stuck_none:
         lines.append(
-            f"At init scales {scales}, {_names(stuck_none)} got `.grad` **None every time**: the scale cannot "
-            "change a missing path. That is the mark of a broken graph."
+            f"At init scales {scales}, {_names(stuck_none)} got `.grad` **None every time**. "
+            + STATEMENTS["none_stays_none"].text
         )
     stuck_zero = sorted(set.intersection(*(set(p.zero) for p in points)))
     if stuck_zero:
-        lines.append(f"{_names(stuck_zero)} got a gradient of **exactly 0** at every scale ({scales}).")
+        lines.append(
+            f"{_names(stuck_zero)} got a gradient of **exactly 0** at every scale ({scales}): a tensor of zeros, "
+            "so a path reaches them; it carries zero at each scale."
+        )
     if all(p.backward_error for p in points):
         lines.append(f"Backward raised at every scale ({scales}): the error is in the graph, not in the numbers.")
     firsts = [_first_finite(p) for p in points]
@@ -189,13 +379,13 @@ def sweep_lines(sweep: ScaleSweep) -> list[str]:
             if max(change, 1 / change) >= MOVED_FACTOR:
                 lines.append(
                     f"The first layer with a gradient (`{name}`) went **{values}** over the same scales "
-                    f"(×{change:.3g} end to end): finite norms move with the scale. When they are tiny or huge, that "
-                    "movement is what marks unstable optimisation rather than a broken graph."
+                    f"(×{change:.3g} end to end): this finite norm moved with the scale, where a missing path "
+                    "would have stayed None."
                 )
             else:
                 lines.append(
-                    f"The first layer with a gradient (`{name}`) went {values} over the same scales: it barely "
-                    "moved, because nothing it depends on was rescaled."
+                    f"The first layer with a gradient (`{name}`) went {values} over the same scales: it changed by "
+                    f"less than ×{MOVED_FACTOR:g}."
                 )
     return lines
 
@@ -219,13 +409,35 @@ def accumulation_lines(accumulation: Accumulation) -> list[str]:
     total = accumulation.accumulated_norms[-1]
     share = total / sum(own)
     direction = "nearly the same direction" if share >= ALIGNED_SHARE else "partly different directions"
+    fell = accumulation.fell_at
+    path = (
+        "it grew after every batch"
+        if not fell
+        else f"it fell after batch {_and(fell)}, whose gradient pointed partly against the sum so far"
+    )
     return [
         f"Without `zero_grad`, `‖.grad‖` after {k} batches is **{sci(total)}**, **{growth:.2f}×** the first batch's "
-        f"gradient, while each batch's own gradient stayed between {sci(min(own))} and {sci(max(own))}: backward "
-        "adds into `.grad`, it never overwrites.",
+        f"gradient ({path}), while each batch's own gradient stayed between {sci(min(own))} and {sci(max(own))}. "
+        + STATEMENTS["accumulates"].text,
         f"The {k} batch gradients' norms add up to {sci(sum(own))}; their sum's norm is {share:.0%} of that, so they "
-        f"point in {direction}. One diagnosis of one batch cannot see this bug: it looks healthy.",
+        f"point in {direction}.",
     ]
+
+
+def _and(numbers: tuple[int, ...]) -> str:
+    words = [str(n) for n in numbers]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+BALANCE_KEPT = 1e-3  # ratios this close (relative) before and after clipping count as the same balance
+
+
+def balance_kept(clipping: Clipping) -> bool | None:
+    """Whether the first/last layer ratio measured the same before and after clipping; None with no ratio."""
+    before, after = clipping.imbalance_before, clipping.imbalance_after
+    if before is None or after is None:
+        return None
+    return math.isclose(before, after, rel_tol=BALANCE_KEPT)
 
 
 def clipping_line(clipping: Clipping) -> str:
@@ -242,13 +454,28 @@ def clipping_line(clipping: Clipping) -> str:
         f"**{sci(clipping.total_before)}** to **{sci(clipping.total_after)}**: every gradient multiplied by the "
         f"same {sci(factor)}."
     )
-    if clipping.imbalance_before is not None:
+    kept = balance_kept(clipping)
+    if kept is not None:
         line += (
             f" The first/last layer ratio was **{sci(clipping.imbalance_before)}** before and "
-            f"**{sci(clipping.imbalance_after)}** after: clipping changes the size, not the balance between layers, "
-            "so whatever made that balance is still there."
+            f"**{sci(clipping.imbalance_after)}** after: "
+            + ("clipping changed the size, not the balance between layers." if kept else "the balance moved.")
         )
     return line
+
+
+def predict_question(max_norm: float) -> str:
+    return (
+        f"clip_grad_norm_ scales the whole gradient to at most {max_norm:g}. What happens to the ratio "
+        "of the first layer's gradient norm to the last layer's?"
+    )
+
+
+def predict_reveal(clipping: Clipping) -> str:
+    return (
+        f"Measured just now: {sci(clipping.imbalance_before)} before, {sci(clipping.imbalance_after)} after. "
+        + STATEMENTS["clip_one_factor"].text
+    )
 
 
 def training_line(training: Training) -> str:
@@ -282,106 +509,4 @@ def training_line(training: Training) -> str:
     return (
         f"Training the exploding case (init scale {init_scale:g}, lr {training.learning_rate:g}) for {steps} steps: "
         f"{without}; {with_clip}.{cause}"
-    )
-
-
-# --- The answer card ---------------------------------------------------------------------------
-
-_MECHANISMS = {
-    "broken_graph": "Backward follows grad_fn links from the loss to the leaves; detach, no_grad, argmax and integer "
-    "casts produce tensors without a grad_fn, so the parameters behind them are never reached and `.grad` stays None.",
-    "unused": "Only parameters on a path from the loss get a gradient; a parameter the forward never reads is not in "
-    "the graph, so `.grad` stays None.",
-    "frozen": "requires_grad=False makes autograd skip a parameter: no AccumulateGrad node, `.grad` stays None.",
-    "backward_error": "Autograd saves tensors for backward and checks each one's version counter; an in-place change "
-    "after saving bumps the counter, and backward refuses to use the stale value.",
-    "dead_units": "ReLU's derivative is 0 where its output is 0; a unit that is 0 for every sample passes back "
-    "exactly 0, so the weights feeding it get a zero gradient through a connected graph.",
-    "zero_gradient": "A connected path that multiplies by zero (a mask, a dead unit) gives a gradient of exactly 0.",
-    "vanishing": "The chain rule multiplies one local derivative per layer; sigmoid's is at most 0.25, so with small "
-    "weights the product shrinks geometrically with depth.",
-    "exploding": "Large weights amplify the forward signal layer by layer; the loss and every gradient scale with "
-    "the output, so the norms grow with depth and initial scale.",
-    "nonfinite": "Once an inf or nan enters the forward or backward pass it propagates through every later product.",
-}
-_RECOVERIES = {
-    "broken_graph": "Remove the detach/no_grad on the training path; replace a hard argmax with a differentiable "
-    "relaxation (softmax, Gumbel-softmax, a straight-through estimator).",
-    "unused": "Delete the parameter or wire it into forward; DDP with find_unused_parameters=False raises on it.",
-    "frozen": "Keep it frozen if fine-tuning is intended and leave it out of the optimizer; else requires_grad_(True).",
-    "backward_error": "Make the op out of place (h = h * mask, torch.where) or clone before changing; "
-    "torch.autograd.set_detect_anomaly(True) names the forward op.",
-    "dead_units": "Lower the learning rate, use He initialisation and small positive biases, or LeakyReLU/GELU.",
-    "zero_gradient": "Find the multiply-by-zero on the path (mask, saturation) for this batch.",
-    "vanishing": "Scale the initialisation to the activation (Xavier for tanh/sigmoid, He for ReLU), use ReLU-family "
-    "activations, normalisation layers or residual connections.",
-    "exploding": "Fix the initial scale, add normalisation, lower the learning rate; keep clip_grad_norm_ as a guard, "
-    "not the fix.",
-    "nonfinite": "Find the first op producing inf/nan (anomaly mode), then lower the learning rate or fix the scale.",
-}
-
-
-def answer_card(run: ScenarioRun, sweep: ScaleSweep | None = None, clipping: Clipping | None = None) -> AnswerCard:
-    """The four-part answer (requirement, mechanism, evidence, recovery) for this run; evidence quotes its numbers."""
-    diagnosis = run.diagnosis
-    kinds = list(diagnosis.kinds) or (["accumulation"] if run.accumulation is not None else [])
-    requirement = (
-        f"Every trainable parameter should get a finite, useful gradient from one small reproducible batch "
-        f"(here the scenario {run.scenario.title!r}: a batch of {BATCH}, mean-squared-error loss, seed "
-        f"{run.options.seed}). "
-        "Assumed: the model and batch are representative; out of scope: optimizer state and learning-rate schedules."
-    )
-    if run.accumulation is not None:
-        mechanism = (
-            "Backward adds into `.grad`; it never overwrites. Without zero_grad each step sums every batch so far."
-        )
-    elif diagnosis.findings:
-        mechanism = " ".join(_MECHANISMS[kind] for kind in dict.fromkeys(kinds) if kind in _MECHANISMS)
-    else:
-        mechanism = (
-            "Backward reaches every trainable parameter, and no layer's local derivatives shrink or grow the "
-            "norm by orders of magnitude."
-        )
-    evidence = [status_line(diagnosis)]
-    ratio = depth_ratio(diagnosis)
-    if ratio is not None:
-        evidence.append(f"First/last layer gradient norm: {sci(ratio[0])} (`{ratio[1]}` vs `{ratio[2]}`).")
-    if diagnosis.backward_error:
-        evidence.append(f"PyTorch: *{diagnosis.backward_error.splitlines()[0]}*")
-    if run.accumulation is not None:
-        evidence.append(
-            f"‖.grad‖ after {run.accumulation.k} batches without zero_grad: "
-            f"{run.accumulation.growth[-1]:.2f}× the first batch's."
-        )
-    if sweep is not None:
-        evidence += sweep_lines(sweep)[:1]
-    if clipping is not None and clipping.clipped and clipping.imbalance_before is not None:
-        evidence.append(
-            f"Clipping at {clipping.max_norm:g}: total norm {sci(clipping.total_before)} → "
-            f"{sci(clipping.total_after)}, "
-            f"first/last ratio {sci(clipping.imbalance_before)} → {sci(clipping.imbalance_after)}."
-        )
-    if run.accumulation is not None:
-        recovery = (
-            "Call optimizer.zero_grad(set_to_none=True) once per optimizer step; accumulate on purpose only, "
-            "dividing the loss by the number of micro-batches."
-        )
-    elif diagnosis.findings:
-        recovery = " ".join(_RECOVERIES[kind] for kind in dict.fromkeys(kinds) if kind in _RECOVERIES)
-    else:
-        recovery = "Nothing to fix; keep the check as a test on one fixed batch so a regression shows at once."
-    return AnswerCard(
-        question=QUESTION,
-        requirement=requirement,
-        mechanism=mechanism,
-        evidence=" ".join(evidence),
-        recovery=recovery,
-        trade_off=(
-            "Clipping keeps training alive while the cause is found, at the price of hiding it: a run that only "
-            "trains with clipping has a scale or architecture problem left to fix."
-        ),
-        could_prove_wrong=(
-            "Rerun at half and twice the initial scale: a None or exact 0 that does not move is a graph bug; "
-            "a norm that moves with the scale is optimisation."
-        ),
     )

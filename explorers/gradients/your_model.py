@@ -480,7 +480,7 @@ def _findings(
             Finding(
                 "unused",
                 unused,
-                f"{len(unused)} trainable parameter(s) ({_names(unused)}) were never read by the forward pass or "
+                f"{len(unused)} trainable parameter(s) ({_names(unused)}) were not read by the forward pass or "
                 "the loss: nothing connects them to the loss, so their .grad stays None.",
             )
         )

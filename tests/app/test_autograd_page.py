@@ -92,7 +92,7 @@ def test_seed_changes_the_numbers(lab):
 def test_two_retained_backwards_double_the_gradient_in_the_table(lab):
     click(lab, "backward_retain")
     click(lab, "backward_retain")
-    ratios = table(lab)["× one pass"].dropna()
+    ratios = table(lab)[autograd.RATIO_LABEL].dropna()
     assert len(ratios) >= 6 and (ratios.round(6) == 2.0).all()
     assert "backward_retain,backward_retain" in lab.query_params["steps"]
 
@@ -142,7 +142,7 @@ def test_step_limit_disables_the_buttons(lab):
 
 def test_predict_then_reveal_uses_the_live_ratio(lab):
     lab.radio(key=key("predict")).set_value("Twice one pass").run()
-    assert "2.000×" in lab.success[0].value
+    assert "‖latest pass‖ = 2.000" in lab.success[0].value
     lab.radio(key=key("predict")).set_value("An error").run()
     assert "Twice one pass" in lab.error[0].value
 
@@ -204,5 +204,5 @@ def test_a_dead_relu_gets_an_honest_note_instead_of_a_quiz():
     """Scalar neuron, ReLU, seed 0: the unit is dead for its input, so no gradient can double."""
     at = open_page(PAGE, {"preset": "scalar", "activation": "relu", "seed": "0"})
     assert not at.exception
-    assert any("every gradient is exactly zero" in i.value for i in at.info)
+    assert any("every gradient measured exactly zero" in i.value for i in at.info)
     assert not at.radio  # no question whose answer the run cannot show

@@ -120,3 +120,12 @@ def test_a_link_reopens_the_same_state():
     at = open_page(PAGE, {"scenario": "exploding", "depth": "6", "scale": "3", "activation": "relu"})
     assert not at.exception and verdict(at).startswith("Exploding")
     assert at.slider(key=key("depth")).value == 6
+
+
+def test_the_scenario_code_follows_the_activation_in_the_link():
+    """`?scenario=vanishing` with tanh used to show the sigmoid code written once for the preset."""
+    at = open_page(PAGE, {"scenario": "vanishing", "activation": "tanh", "depth": "5"})
+    assert not at.exception
+    shown = "\n".join(m.value for m in at.markdown)
+    assert "nn.Tanh()" in shown and "nn.Sigmoid()" not in shown and "range(5)" in shown
+    assert any("tanh" in s.value and "5 Linear layers" in s.value for s in at.subheader)

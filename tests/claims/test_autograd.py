@@ -10,9 +10,14 @@ import re
 import pytest
 import torch
 from torch import nn
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.overrides import TorchFunctionMode
 
 from explorers import autograd
-from explorers.autograd import lesson
+from explorers.autograd import card, figures, lesson
+from explorers.autograd.lesson import STATEMENTS
+from tests.claims.falsify import falsifies
+from tests.zoo import ZOO, call, float_tensors
 
 
 def hand_built_mlp(seed: int, depth: int = 2, width: int = 4, batch: int = 1):
@@ -42,7 +47,8 @@ def accumulation_names_the_largest_ratio_and_its_value():
     seed = 1
     run = autograd.run(autograd.AutogradOptions(seed=seed), ["forward", "backward", "sgd_step", "forward", "backward"])
     line = sentence(run, "never overwrites")
-    name, ratio = re.search(r"`(\S+)\.grad` is now \*\*([\d.]+)×\*\*", line).groups()
+    name, ratio = re.search(r"`(\S+)\.grad` holds the sum of 2 backward passes.*= \*\*([\d.]+)×\*\*", line).groups()
+    assert "added different gradients" in line  # a step between the passes: the ratio is not a count
 
     params, _, _, loss = hand_built_mlp(seed)
     optimizer = torch.optim.SGD(params.values(), lr=0.1)
@@ -191,3 +197,310 @@ def test_your_model_runs_on_copies_and_leaves_the_callers_objects_as_they_were(n
     trainable = [n for n, p in model.named_parameters() if p.requires_grad]
     assert {r.name for r in run.final.tensors if r.role == "parameter" and r.requires_grad} == set(trainable)
     assert run.final.row("x").grad == "values"
+
+
+# --- Issue 18: every sentence has a witness (settings other than the ones quoted in the findings) ---------------
+
+
+def test_a_step_on_zero_gradients_is_not_reported_as_updating_the_weights():
+    options = autograd.AutogradOptions(seed=7, depth=3, width=5, batch_size=2)
+    run = autograd.run(options, ["forward", "backward", "zero_grad_zeros", "sgd_step"])
+    line = sentence(run, "version counter")
+    params, _, _, loss = hand_built_mlp(7, depth=3, width=5, batch=2)
+    optimizer = torch.optim.SGD(params.values(), lr=0.1)
+    loss().backward()
+    optimizer.zero_grad(set_to_none=False)
+    before = {n: (p.detach().clone(), p._version) for n, p in params.items()}
+    optimizer.step()
+    assert all(torch.equal(p, before[n][0]) for n, p in params.items())  # the same values written back
+    assert all(p._version > before[n][1] for n, p in params.items())  # ...in place
+    assert "left the values as they were" in line and "changed the values" not in line
+    assert run.final.values_changed == ()
+
+
+def test_a_step_on_real_gradients_counts_the_parameters_whose_values_changed():
+    options = autograd.AutogradOptions(seed=11, depth=3, width=5, batch_size=3)
+    run = autograd.run(options, ["forward", "backward", "sgd_step"])
+    count, total = map(int, re.search(r"changed the values of (\d+) of (\d+)", sentence(run, "version")).groups())
+    params, _, _, loss = hand_built_mlp(11, depth=3, width=5, batch=3)
+    loss().backward()
+    before = {n: p.detach().clone() for n, p in params.items()}
+    torch.optim.SGD(params.values(), lr=0.1).step()
+    assert (count, total) == (sum(not torch.equal(p, before[n]) for n, p in params.items()), len(params))
+
+
+def test_a_second_backward_that_ran_is_not_reported_as_failing():
+    model, batch = ZOO["add_only"].build(seed=3)
+    run = autograd.run(actions=["forward", "backward", "backward"], yours=autograd.YourModel(model, batch))
+    value = (model(batch)).sum()  # the lab's loss for a model without a target: its output summed
+    value.backward()
+    value.backward()  # plain torch: no node saved anything, so a second pass runs
+    assert all(s.error is None for s in run.steps)
+    assert "fail" not in run.graph_note and "nothing to release" in run.graph_note
+    assert sentence(run, "both ran")
+    assert not any("failed" in line for line in lesson.explain(run))
+
+
+def test_a_second_backward_that_failed_says_pytorchs_error_and_the_card_does_not_generalise():
+    options = autograd.AutogradOptions(preset="residual", depth=1, width=3, seed=4)
+    run = autograd.run(options, ["forward", "backward", "backward"])
+    assert "second time" in run.final.error and sentence(run, "second `backward\\(\\)` failed")
+    assert f"released the {run.steps[0].saved_count} tensors" in run.graph_note
+    recovery = card.answer_card(run, run).recovery
+    assert recovery.startswith("If a second backward raises")
+
+
+def _saved_storages(model, batch, loss_of):
+    """Storage key -> (weak reference, bytes) of everything saved for backward, model and batch excluded."""
+    in_batch = [t for t in torch.utils._pytree.tree_leaves(batch) if isinstance(t, torch.Tensor)]
+    excluded = {t.untyped_storage()._cdata for t in [*model.parameters(), *model.buffers(), *in_batch]}
+    found = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage._cdata not in excluded:
+            found[storage._cdata] = (StorageWeakRef(storage), storage.nbytes())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        value = loss_of()
+    return value, found
+
+
+def test_backward_drops_references_and_memory_stays_while_the_labs_table_holds_it():
+    options = autograd.AutogradOptions(seed=5, depth=3, width=6, batch_size=4)
+    run = autograd.run(options, ["forward", "backward"])
+    line = sentence(run, r"Before `backward\(\)`")
+    params, x, target, _ = hand_built_mlp(5, depth=3, width=6, batch=4)
+    layers = list(params.values())
+    kept = []  # the layer outputs, which the lab keeps for its table
+
+    def loss_of():
+        h = x
+        for i in range(0, len(layers), 2):
+            h = nn.functional.linear(h, layers[i], layers[i + 1])
+            h = h if i == len(layers) - 2 else torch.tanh(h)
+            kept.append(h)
+        return nn.functional.mse_loss(h, target)
+
+    value, found = _saved_storages(nn.ParameterList(layers), [x, target], loss_of)
+    value.backward()
+    alive = sum(size for ref, size in found.values() if not ref.expired())
+    assert alive == run.final.saved_alive_bytes > 0 and run.final.saved_bytes == 0
+    assert "dropped the graph's references" in line and "still in memory" in line and "frees them" not in line
+    assert lesson.SAVED_ROWS_CAPTION.startswith("Every row is a reference")
+
+
+def test_a_custom_functions_saved_tensor_is_counted_and_freed_when_nothing_else_holds_it():
+    model, batch = ZOO["custom_function"].build(seed=2)
+    run = autograd.run(actions=["forward", "backward"], yours=autograd.YourModel(model, batch))
+    value, found = _saved_storages(model, batch, lambda: model(batch).sum())
+    assert run.steps[0].saved_bytes == sum(size for _, size in found.values()) > 0
+    value.backward()
+    assert all(ref.expired() for ref, _ in found.values())
+    assert run.final.saved_alive_bytes == 0 and "their memory was freed" in sentence(run, "Before `backward")
+
+
+def test_no_grad_is_named_only_when_the_forward_ran_under_it():
+    class IntegerFirst(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(6, 3)
+
+        def forward(self, x):
+            logits = self.linear(x)
+            return {"choice": logits.argmax(-1), "logits": logits}
+
+    torch.manual_seed(9)
+    model, x = IntegerFirst(), torch.randn(4, 6)
+    run = autograd.run(actions=["forward"], yours=autograd.YourModel(model, x))
+    value = model(x)["choice"].sum()  # the lab's loss: the first output tensor, summed
+    assert torch.is_grad_enabled() and value.grad_fn is None
+    assert "no_grad" not in run.graph_note and "grad mode was on" in run.graph_note
+    assert not any("no_grad" in line for line in lesson.explain(run))
+    under = autograd.run(autograd.AutogradOptions(preset="residual", seed=9), ["forward", "forward_no_grad"])
+    assert "no_grad" in under.graph_note and sentence(under, "ran under `no_grad`")
+
+
+def test_the_ratio_is_labelled_as_norms_and_passes_with_different_gradients_say_so():
+    options = autograd.AutogradOptions(seed=6, depth=3, width=5, input_requires_grad=True)
+    run = autograd.run(options, ["forward", "backward", "forward", "backward"])
+    assert autograd.experiment.RATIO_LABEL == "‖grad‖ / ‖latest pass‖"
+    assert lesson.ratio_label() in figures_columns(run)
+    row = run.final.row("x")
+    params, x, _, loss = hand_built_mlp(6, depth=3, width=5)
+    x.requires_grad_(True)
+    first = torch.autograd.grad(loss(), x)[0]
+    second = torch.autograd.grad(loss(), x)[0]
+    assert row.passes == 2 and row.passes_equal is torch.equal(first, second)
+    assert row.grad_vs_one_pass == pytest.approx(float((first + second).norm() / second.norm()), rel=1e-5)
+
+
+def figures_columns(run):
+    return list(figures.tensor_table(run.final).columns)
+
+
+def test_a_frozen_model_gets_a_clear_message_not_a_crash():
+    model, batch = ZOO["frozen"].build(seed=1)
+    run = autograd.run(actions=["forward", "zero_grad_none", "sgd_step"], yours=autograd.YourModel(model, batch))
+    with pytest.raises(ValueError, match="empty parameter list"):
+        torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    assert any("no optimizer" in note for note in run.notes)
+    refused = run.steps[1:]
+    assert all(s.error and not s.error_from_pytorch for s in refused)
+    assert lesson.error_heading(run.final).startswith("The lab did not run")
+
+
+# --- The general statements, each tried on the adversarial zoo -------------------------------------------------
+
+
+def _trainable(model):
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def _backward_runs(name):
+    return name not in ("inplace_on_saved", "frozen")
+
+
+@falsifies(STATEMENTS["records"])
+@pytest.mark.parametrize("name", ZOO)
+def test_every_differentiable_float_output_of_an_op_on_a_grad_tensor_has_a_grad_fn(name):
+    no_node = ("detach", "_like", "new_", "__get__", "argmax", "argmin", "size", "dim")
+    checked = []
+
+    class Watch(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            inputs = [t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+            named = getattr(func, "__name__", str(func))
+            if (
+                torch.is_grad_enabled()
+                and any(t.requires_grad for t in inputs)
+                and not any(k in named for k in no_node)
+            ):
+                for t in float_tensors(out):
+                    checked.append((named, t.grad_fn is not None))
+            return out
+
+    model, batch = ZOO[name].build()
+    with Watch():
+        call(model, batch)
+    assert all(has for _, has in checked), [n for n, has in checked if not has]
+
+
+@falsifies(STATEMENTS["accumulates"])
+@pytest.mark.parametrize("name", [n for n in ZOO if _backward_runs(n)])
+def test_backward_adds_into_grad(name):
+    spec = ZOO[name]
+    model, batch = spec.build(seed=4)
+    loss = spec.loss(call(model, batch))
+    params = _trainable(model)
+    once = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+    loss.backward(retain_graph=True)
+    loss.backward()
+    for p, g in zip(params, once, strict=True):
+        assert (p.grad is None) if g is None else torch.equal(p.grad, g + g)
+
+
+@falsifies(STATEMENTS["release"], STATEMENTS["second_backward"])
+@pytest.mark.parametrize("reduce", ["zoo_loss", "sum"])
+@pytest.mark.parametrize("name", [n for n in ZOO if _backward_runs(n)])
+def test_backward_releases_what_it_saved_and_a_second_pass_fails_only_if_something_was_saved(name, reduce):
+    spec = ZOO[name]
+    model, batch = spec.build(seed=1)
+
+    def loss_of():
+        out = call(model, batch)
+        return spec.loss(out) if reduce == "zoo_loss" else sum(t.sum() for t in float_tensors(out))
+
+    value, found = _saved_storages(model, batch, loss_of)
+    value.backward()
+    assert all(ref.expired() for ref, _ in found.values())  # nothing else here holds an activation
+    fresh_model, fresh_batch = spec.build(seed=1)  # the same graph, built without hooks
+    out = call(fresh_model, fresh_batch)
+    again = spec.loss(out) if reduce == "zoo_loss" else sum(t.sum() for t in float_tensors(out))
+    saved_anything = _saves_anything(fresh_model, fresh_batch, spec, reduce)
+    again.backward()
+    if saved_anything:
+        with pytest.raises(RuntimeError, match="second time"):
+            again.backward()
+    else:
+        again.backward()
+
+
+def _saves_anything(model, batch, spec, reduce):
+    count = []
+    hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: count.append(1) or t, lambda t: t)
+    with hooks, torch.random.fork_rng():
+        out = call(model, batch)
+        spec.loss(out) if reduce == "zoo_loss" else sum(t.sum() for t in float_tensors(out))
+    return bool(count)
+
+
+@falsifies(STATEMENTS["zero_grad"], STATEMENTS["optimizer_clears_own"])
+@pytest.mark.parametrize("set_to_none", [True, False])
+@pytest.mark.parametrize("name", [n for n in ZOO if _backward_runs(n)])
+def test_zero_grad_clears_its_own_parameters_as_documented(name, set_to_none):
+    spec = ZOO[name]
+    model, batch = spec.build(seed=2)
+    inputs = [t.requires_grad_(True) for t in float_tensors(batch)]
+    params = _trainable(model)
+    given, left_out = params[: max(1, len(params) // 2)], params[max(1, len(params) // 2) :]
+    spec.loss(call(model, batch)).backward()
+    before = {id(t): None if t.grad is None else t.grad.clone() for t in [*inputs, *left_out]}
+    torch.optim.SGD(given, lr=0.1).zero_grad(set_to_none=set_to_none)
+    for p in given:
+        assert p.grad is None if set_to_none else (p.grad is None or not p.grad.any())
+    for t in [*inputs, *left_out]:
+        kept = before[id(t)]
+        assert (t.grad is None) if kept is None else torch.equal(t.grad, kept)
+    loss = spec.loss(call(model, batch))
+    fresh = torch.autograd.grad(loss, given, retain_graph=True, allow_unused=True)
+    loss.backward()
+    for p, g in zip(given, fresh, strict=True):  # None is written fresh; zeros are added into: same values here
+        assert (p.grad is None or not p.grad.any()) if g is None else torch.equal(p.grad, g)
+
+
+@falsifies(STATEMENTS["version_check"])
+@pytest.mark.parametrize("name", [n for n in ZOO if _backward_runs(n)])
+def test_an_in_place_write_of_the_same_values_still_trips_the_version_check(name):
+    spec = ZOO[name]
+    model, batch = spec.build(seed=6)
+    params = {p.untyped_storage()._cdata for p in model.parameters()}
+    saved_param = []
+    with (
+        torch.autograd.graph.saved_tensors_hooks(
+            lambda t: saved_param.append(t.untyped_storage()._cdata in params) or t, lambda t: t
+        ),
+        torch.random.fork_rng(),
+    ):
+        spec.loss(call(model, batch))
+    loss = spec.loss(call(model, batch))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.zeros_like(p))  # same values, version counter moves
+    if any(saved_param):
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
+    else:
+        loss.backward()
+
+
+@falsifies(STATEMENTS["no_grad"])
+@pytest.mark.parametrize("name", ZOO)
+def test_no_grad_records_nothing(name):
+    model, batch = ZOO[name].build()
+    for t in float_tensors(batch):
+        t.requires_grad_(True)
+    with torch.no_grad():
+        out = call(model, batch)
+    assert all(t.grad_fn is None and not t.requires_grad for t in float_tensors(out))
+
+
+@falsifies(STATEMENTS["eval_records"])
+@pytest.mark.parametrize("name", ZOO)
+def test_eval_mode_still_records_the_graph(name):
+    model, batch = ZOO[name].build()
+    trained = [t.grad_fn is not None for t in float_tensors(call(model.train(), batch))]
+    evaluated = [t.grad_fn is not None for t in float_tensors(call(model.eval(), batch))]
+    assert trained == evaluated

@@ -11,10 +11,17 @@ import re
 
 import pytest
 import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from explorers import gradients
+from explorers.gradients import card as gradients_card
+from explorers.gradients import figures as gradient_figures
 from explorers.gradients import lesson
 from explorers.gradients.experiment import GradientsOptions
+from explorers.gradients.lesson import STATEMENTS
+from tests.claims.falsify import falsifies
+from tests.zoo import ZOO, call
 
 SEED = 0
 
@@ -228,7 +235,7 @@ def broken_graph_stays_none_at_every_scale():
 def vanishing_norm_moves_with_the_scale():
     options = GradientsOptions.for_scenario("vanishing")
     run = gradients.scenario_run(options)
-    line = sentence(lesson.explain(run, sweep=gradients.scale_sweep(options)), "finite norms move with the scale")
+    line = sentence(lesson.explain(run, sweep=gradients.scale_sweep(options)), "this finite norm moved with the scale")
     values = re.search(r"went \*\*(.+?)\*\*", line).group(1).split(" → ")
     for text, factor in zip(values, (0.5, 1.0, 2.0), strict=True):
         params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale * factor)
@@ -333,7 +340,7 @@ def clipped_training_stays_finite_where_plain_training_blows_up():
 
 def answer_card_evidence_quotes_this_runs_ratio():
     options, run = lab("vanishing")
-    card = lesson.answer_card(run)
+    card = gradients_card.answer_card(run)
     ratio = re.search(r"First/last layer gradient norm: (\S+) \(`0` vs `14`\)", card.evidence).group(1)
     params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
     mse(stack_forward(params, x, torch.sigmoid), y).backward()
@@ -364,3 +371,278 @@ CLAIMS = [
 @pytest.mark.parametrize("claim", CLAIMS)
 def test_claim(claim):
     claim()
+
+
+# --- Issue 18: every sentence has a witness (settings other than the ones quoted in the findings) ---------------
+
+
+DEAD_SHAPES = [(16, 8), (16,), (16, 16), (16,), (1, 16), (1,)]
+
+
+def dead_relu_grads(scale, seed):
+    params, _, x, y = draw(DEAD_SHAPES, scale=scale, seed=seed)
+    w1, b1, w2, b2, w3, b3 = params
+    with torch.no_grad():
+        b1.fill_(-10.0)
+    pre = x @ w1.T + b1
+    mse(torch.relu(torch.relu(pre) @ w2.T + b2) @ w3.T + b3, y).backward()
+    return params, (x @ w1.T).detach()
+
+
+def test_an_exact_zero_that_does_not_move_is_not_called_a_graph_bug():
+    options = GradientsOptions.for_scenario("dead_relu", init_scale=0.4, seed=2)
+    run, sweep = gradients.scenario_run(options), gradients.scale_sweep(options)
+    for factor in (0.5, 1.0, 2.0):  # plain torch: the first layer is reached (a tensor) and gets exactly 0
+        params, _ = dead_relu_grads(0.4 * factor, seed=2)
+        assert params[0].grad is not None and not params[0].grad.any()
+    line = sentence(lesson.explain(run, sweep=sweep), r"exactly 0\*\* at every scale")
+    assert "`0.weight`" in line and "a path reaches them" in line
+    card = gradients_card.answer_card(run, sweep)
+    assert "exact 0 that does not move is a graph bug" not in card.could_prove_wrong
+    assert not any("broken graph" in line.lower() for line in lesson.explain(run, sweep=sweep))
+
+
+def test_clipping_is_not_said_to_leave_the_cause_and_its_ratio_is_measured():
+    options = GradientsOptions.for_scenario("exploding", depth=6, init_scale=2.5, seed=4, max_norm=0.1)
+    clipping = gradients.clip_once(options)
+    line = lesson.clipping_line(clipping)
+    params, _, x, y = draw(stack_shapes(6), scale=2.5, seed=4)
+    mse(stack_forward(params, x, torch.relu), y).backward()
+    ratio = grad_norm(*params[:2]) / grad_norm(*params[-2:])
+    torch.nn.utils.clip_grad_norm_(params, 0.1)
+    assert clipping.imbalance_before == pytest.approx(ratio, rel=1e-4)
+    assert clipping.imbalance_after == pytest.approx(grad_norm(*params[:2]) / grad_norm(*params[-2:]), rel=1e-4)
+    assert "not the balance" in line and "cause" not in line and "whatever made" not in line
+    assert "cause" not in lesson.predict_reveal(clipping)
+
+
+def test_the_dead_relu_code_comment_holds_at_large_scales():
+    options = GradientsOptions.for_scenario("dead_relu", init_scale=5.0, seed=1)
+    code = lesson.scenario_text(options).code
+    _, wx = dead_relu_grads(5.0, seed=1)
+    assert float(wx.max()) > 10  # "w·x never gets above it" would be false here
+    assert "dead for a sample where w·x < 10" in code and "never" not in code
+    assert bool((torch.relu(wx - 10)[wx < 10] == 0).all())
+
+
+def test_the_exploding_scale_is_stated_against_lecun_and_he():
+    options = GradientsOptions.for_scenario("exploding", init_scale=2.5, seed=3)
+    text = lesson.scenario_text(options).pathology
+    params, *_ = draw(stack_shapes(options.depth), scale=2.5, seed=3)
+    w = params[2]  # a 16 x 16 hidden weight: LeCun std 1/4, He std √2/4
+    lecun, he = 1 / math.sqrt(16), math.sqrt(2 / 16)
+    measured = float(w.detach().std())
+    assert f"{2.5:g}× LeCun scale, {2.5 / math.sqrt(2):.2g}× He scale" in text and "3x" not in text
+    assert measured / he == pytest.approx(measured / lecun / math.sqrt(2))
+
+
+def test_the_scenario_title_description_and_code_follow_the_knobs():
+    options = GradientsOptions.for_scenario("vanishing", activation="tanh", depth=5, init_scale=0.7)
+    text = lesson.scenario_text(options)
+    assert "nn.Tanh()" in text.code and "nn.Sigmoid()" not in text.code and "range(5)" in text.code
+    assert "tanh" in text.title and "5 Linear layers" in text.title and "sigmoid" not in text.pathology
+    assert "N(0, 0.7² / fan_in)" in text.code
+    model, *_ = gradients.experiment.build(options)
+    assert sum(isinstance(m, nn.Tanh) for m in model) == 4 and sum(isinstance(m, nn.Linear) for m in model) == 5
+
+
+def test_accumulated_norm_falling_between_batches_is_reported_as_it_ran():
+    options = GradientsOptions.for_scenario("no_zero_grad", activation="sigmoid", init_scale=0.5, seed=2, k=6)
+    run = gradients.scenario_run(options)
+    line = sentence(lesson.explain(run), "Without `zero_grad`")
+    params, w_true, x, y = draw(stack_shapes(options.depth), scale=0.5, seed=2)
+    generator = torch.Generator().manual_seed(3)
+    norms = []
+    for i in range(6):
+        if i:
+            x = torch.randn(32, 8, generator=generator)
+            y = torch.tanh(x @ w_true / math.sqrt(8))
+        mse(stack_forward(params, x, torch.sigmoid), y).backward()
+        norms.append(grad_norm(*params))
+    fell = [i + 1 for i in range(1, 6) if norms[i] < norms[i - 1]]
+    assert fell and run.accumulation.fell_at == tuple(fell)
+    assert f"fell after batch {' and '.join(map(str, fell))}" in line
+    assert "keeps growing" not in gradient_figures.accumulation_figure(run.accumulation).layout.title.text
+
+
+# --- The general statements, each tried on the adversarial zoo -------------------------------------------------
+
+BACKWARD_RUNS = [n for n in ZOO if n not in ("inplace_on_saved", "frozen")]
+
+
+@falsifies(STATEMENTS["accumulates"])
+@pytest.mark.parametrize("name", BACKWARD_RUNS)
+def test_backward_adds_into_every_parameters_grad(name):
+    spec = ZOO[name]
+    model, batch = spec.build(seed=8)
+    loss = spec.loss(call(model, batch))
+    params = [p for p in model.parameters() if p.requires_grad]
+    once = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+    for p in params:
+        p.grad = torch.ones_like(p)  # something already there is added to, not replaced
+    loss.backward()
+    for p, g in zip(params, once, strict=True):
+        assert torch.equal(p.grad, torch.ones_like(p) + (0 if g is None else g))
+
+
+@falsifies(STATEMENTS["none_stays_none"], STATEMENTS["broken_graph"])
+@pytest.mark.parametrize("name", BACKWARD_RUNS)
+def test_a_missing_path_stays_none_at_every_scale(name):
+    spec = ZOO[name]
+    missing = []
+    for scale in (0.1, 1.0, 10.0):
+        model, batch = spec.build(seed=5)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(scale)
+        spec.loss(call(model, batch)).backward()
+        missing.append({n for n, p in model.named_parameters() if p.requires_grad and p.grad is None})
+    assert missing[0] == missing[1] == missing[2]
+    if name == "no_grad_inside":  # the parameters behind no_grad are the ones missing
+        assert missing[0] == {"first.weight", "first.bias"}
+
+
+@falsifies(STATEMENTS["broken_graph"])
+@pytest.mark.parametrize("name", ZOO)
+def test_detach_no_grad_and_integer_outputs_carry_no_grad_fn(name):
+    cut = []
+
+    class Watch(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            named = getattr(func, "__name__", "")
+            for t in [out] if isinstance(out, torch.Tensor) else []:
+                if not torch.is_grad_enabled() or named == "detach" or not (t.is_floating_point() or t.is_complex()):
+                    cut.append(t.grad_fn is None and not t.requires_grad)
+            return out
+
+    model, batch = ZOO[name].build()
+    with Watch():
+        call(model, batch)
+    assert all(cut)
+
+
+@falsifies(STATEMENTS["unused"])
+@pytest.mark.parametrize("name", BACKWARD_RUNS)
+def test_a_parameter_nothing_reads_stays_none(name):
+    spec = ZOO[name]
+    model, batch = spec.build(seed=1)
+    model.register_parameter("never_read", nn.Parameter(torch.randn(3)))
+    spec.loss(call(model, batch)).backward()
+    assert model.never_read.grad is None
+
+
+@falsifies(STATEMENTS["frozen"])
+@pytest.mark.parametrize("name", BACKWARD_RUNS)
+def test_a_frozen_parameter_gets_no_grad(name):
+    spec = ZOO[name]
+    model, batch = spec.build(seed=1)
+    params = [p for p in model.parameters() if p.requires_grad]
+    params[0].requires_grad_(False)
+    loss = spec.loss(call(model, batch))
+    if loss.requires_grad:
+        loss.backward()
+    assert params[0].grad is None
+
+
+@falsifies(STATEMENTS["backward_error"])
+@pytest.mark.parametrize("name", [n for n in ZOO if n != "frozen"])
+def test_backward_raises_exactly_when_a_saved_tensor_changed_in_place(name):
+    spec = ZOO[name]
+    model, batch = spec.build(seed=3)
+    versions = []
+
+    def pack(tensor):
+        versions.append((tensor, tensor._version))
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), torch.random.fork_rng():
+        spec.loss(call(model, batch))
+    changed = any(t._version != v for t, v in versions)
+    loss = spec.loss(call(model, batch))  # the same forward, with PyTorch's own check
+    if changed:
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
+    else:
+        loss.backward()
+
+
+@falsifies(STATEMENTS["dead_units"])
+def test_relu_passes_back_zero_where_its_output_is_zero():
+    x = torch.cat([torch.randn(1000), torch.zeros(10)]).requires_grad_()
+    out = torch.relu(x)
+    out.backward(torch.randn(1010))
+    assert not x.grad[out == 0].any()
+    y = torch.randn(64, 8)
+    w = torch.randn(16, 8, requires_grad=True)
+    bias = torch.full((16,), -100.0, requires_grad=True)  # every unit dead for every sample
+    torch.relu(y @ w.T + bias).sum().backward()
+    assert w.grad is not None and not w.grad.any() and not bias.grad.any()
+
+
+@falsifies(STATEMENTS["zero_gradient"])
+@pytest.mark.parametrize("name", BACKWARD_RUNS)
+def test_multiplying_by_zero_gives_zeros_not_none(name):
+    spec = ZOO[name]
+    model, batch = spec.build(seed=2)
+    loss = spec.loss(call(model, batch))
+    reached = [g is not None for g in torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)]
+    model, batch = spec.build(seed=2)
+    (spec.loss(call(model, batch)) * 0).backward()
+    for was_reached, p in zip(reached, model.parameters(), strict=True):
+        assert (p.grad is not None and not p.grad.any()) if was_reached else p.grad is None
+
+
+@falsifies(STATEMENTS["vanishing"])
+@pytest.mark.parametrize("seed", range(5))
+def test_a_sigmoid_layer_with_spectral_norm_below_4_shrinks_the_gradient(seed):
+    generator = torch.Generator().manual_seed(seed)
+    z = torch.linspace(-20, 20, 4001, requires_grad=True)
+    torch.sigmoid(z).sum().backward()
+    assert float(z.grad.max()) <= 0.25
+    w = torch.randn(16, 16, generator=generator)
+    w = w * (3.9 / torch.linalg.matrix_norm(w, ord=2))
+    h = torch.randn(32, 16, generator=generator, requires_grad=True)
+    upstream = torch.randn(32, 16, generator=generator)
+    torch.sigmoid(h @ w.T).backward(upstream)
+    assert float(h.grad.norm()) < float(upstream.norm())
+
+
+@falsifies(STATEMENTS["exploding"])
+@pytest.mark.parametrize("activation", [torch.relu, lambda t: t])
+@pytest.mark.parametrize("depth", [2, 5])
+def test_a_bias_free_relu_stack_scales_as_c_to_the_depth(activation, depth):
+    params, _, x, y = draw(stack_shapes(depth), scale=1.0, seed=depth)
+    scaled = [(p.detach() * (2.0 if p.dim() == 2 else 1.0)).requires_grad_() for p in params]
+    out, out_scaled = stack_forward(params, x, activation), stack_forward(scaled, x, activation)
+    assert torch.allclose(out_scaled, out * 2.0**depth, rtol=1e-4, atol=1e-5)
+    mse(out, y).backward()
+    mse(out_scaled, y).backward()
+    assert grad_norm(*scaled) > grad_norm(*params)
+
+
+@falsifies(STATEMENTS["nonfinite"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_non_finite_input_reaches_every_output_of_its_row(bad):
+    linear = nn.Linear(8, 4)
+    x = torch.randn(3, 8)
+    x[1, 2] = bad
+    out = linear(x)
+    assert not torch.isfinite(out[1]).any() and torch.isfinite(out[[0, 2]]).all()
+    out.sum().backward()
+    assert not torch.isfinite(linear.weight.grad).all()
+
+
+@falsifies(STATEMENTS["clip_one_factor"])
+@pytest.mark.parametrize("max_norm", [1e-3, 1e6])
+@pytest.mark.parametrize("name", BACKWARD_RUNS)
+def test_clip_grad_norm_multiplies_every_gradient_by_one_factor(name, max_norm):
+    spec = ZOO[name]
+    model, batch = spec.build(seed=9)
+    spec.loss(call(model, batch)).backward()
+    params = [p for p in model.parameters() if p.grad is not None]
+    before = [p.grad.clone() for p in params]
+    total = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+    factor = min(1.0, max_norm / (total + 1e-6))
+    for p, g in zip(params, before, strict=True):
+        assert torch.allclose(p.grad, g * factor, rtol=1e-5, atol=1e-12)

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from explorers import gradients
+from explorers.gradients import card as gradients_card
 from explorers.gradients import clipping, experiment, figures, lesson
 from explorers.gradients.experiment import GradientsOptions
 
@@ -531,7 +532,7 @@ def test_figures_and_lesson_draw_for_every_scenario(runs, exploding_study):
         clipping, training = (study.clipping, study.training) if study else (None, None)
         lines = lesson.explain(run, clipping=clipping, training=training)
         assert lines and all(isinstance(line, str) and line for line in lines)
-        card = lesson.answer_card(run)
+        card = gradients_card.answer_card(run)
         assert all(card.parts().values()) and card.question
         if study is not None:
             assert figures.training_figure(study.training).layout.yaxis.type == "log"
