@@ -45,7 +45,7 @@ options = ModesOptions(
     device=page.device,
 )
 settings = {
-    "model": "Linear→BatchNorm→ReLU→Dropout→Linear",
+    "model": modes.model_label(options),
     "dropout p": options.dropout_p,
     "width": options.width,
     "batch": options.batch_size,
@@ -61,10 +61,7 @@ grid, validation = runs.run_all(
 with stage:
     st.subheader("Six combinations, one forward each")
     figures.plotly(charts.grid_figure(grid), figures.caption("Mode grid", settings, page.device), "modes-grid")
-    st.caption(
-        "Each cell runs on a fresh copy of the same weights, buffers and random state; every ✓ and ✗ is "
-        f"measured, not looked up. {saved.DEFINITION}"
-    )
+    st.caption(lesson.grid_caption(saved.DEFINITION))
     columns = st.columns(3)
     for index, cell in enumerate(grid):
         with columns[index % 3].expander(f"Evidence: {charts.cell_label(cell)}"):
@@ -91,7 +88,7 @@ figures.answer_card(card.answer_card(grid, validation))
 cell = grid[("train", "no_grad")]
 figures.predict_then_reveal(
     key("predict"),
-    "After a forward in train() mode under no_grad, did BatchNorm's running_mean change?",
+    lesson.PREDICT_QUESTION,
     ["Yes", "No"],
     "Yes" if cell.bn_running_stats_changed else "No",
     lesson.predict_evidence(cell),

@@ -59,7 +59,7 @@ page.sync_url()
 try:
     options = MemoryOptions(**page.values())
 except ValueError as error:  # e.g. a width the heads do not divide
-    st.warning(f"{error}. Showing the defaults instead.")
+    st.warning(lesson.invalid_options_notice(error))
     options = dataclasses.replace(DEFAULT, device=page.device)
 settings = {k: v for k, v in dataclasses.asdict(options).items() if k != "device"}
 
@@ -76,12 +76,9 @@ arrived: dict[int, lab.Point] = {}
 
 def show_metrics(point: lab.Point) -> None:
     result = point.result
-    if not point.measured:
-        st.info(
-            f"Batch {options.batch_size:,} was estimated on fake tensors, not allocated: its estimated peak "
-            f"({format_bytes(result.peak)}) is over what this lab allocates for real "
-            f"(the smaller of {format_bytes(lab.MEASURE_LIMIT_BYTES)} and a quarter of this machine's free memory)."
-        )
+    notice = lesson.estimate_notice(point, lab.MEASURE_LIMIT_BYTES)
+    if notice:
+        st.info(notice)
     shown = [name for name in lesson.METRICS if name != "weight copies" or result.weight_copies]
     columns = st.columns(len(shown) + 1)
     for column, name in zip(columns, shown, strict=False):
@@ -100,11 +97,7 @@ def show_metrics(point: lab.Point) -> None:
         delta_color="off",
         delta_arrow="off",
     )
-    at = f"a micro-batch of {point.micro_batch:,}" if options.accumulation > 1 else f"batch {point.batch:,}"
-    st.caption(
-        f"At {at}, {'measured' if point.measured else 'estimated on fake tensors'}. Activations: {saved.DEFINITION} "
-        "Autocast's weight copies are saved too, and shown apart; the batch is its own part."
-    )
+    st.caption(lesson.metrics_caption(options, point, saved.DEFINITION))
 
 
 def show_point(index: int, point: lab.Point, settled: bool) -> None:
@@ -137,25 +130,24 @@ points = tuple(arrived[b] for b in batches)
 
 with retention:
     st.subheader("Accidental retention")
-    st.caption(
-        "Three loops on the same small MLP, live memory after each step: keeping `loss` tensors in a training "
-        "loop, keeping them in an evaluation loop without `no_grad`, and keeping `loss.item()` floats."
-    )
-    curves = runs.run(lab.retention, dataclasses.replace(lab.RETENTION_OPTIONS, device=page.device), label="Loops")
+    retention_options = dataclasses.replace(lab.RETENTION_OPTIONS, device=page.device)
+    curves = runs.run(lab.retention, retention_options, label="Loops")
+    st.caption(lesson.retention_caption(retention_options, lab.RETENTION_BATCH, len(next(iter(curves.values())))))
+    retention_settings = {"MLP width": retention_options.width, "depth": retention_options.depth}
     figures.plotly(
         charts.retention_figure(curves),
-        "Accidental retention · MLP width 256, depth 2, batch 32 · " + figures.caption("", {}, page.device).strip(" ·"),
+        figures.caption("Accidental retention", {**retention_settings, "batch": lab.RETENTION_BATCH}, page.device),
         "memory-retention",
     )
 
-lines = lesson.explain(options, arrived[options.batch_size], points)
+lines = lesson.explain(options, arrived[options.batch_size], points) + lesson.retention_lines(curves)
 figures.why_panel(lines)
 evidence = lesson.doubling_evidence(points, options.batch_size)
 figures.answer_card(card.answer_card(arrived[options.batch_size], evidence))
 if evidence:
     figures.predict_then_reveal(
         key("predict"),
-        "Double the batch size. Which of these grows?",
+        lesson.DOUBLING_QUESTION,
         ["parameters", "gradients", "optimizer state", "activations"],
         "activations",
         evidence,
@@ -175,7 +167,7 @@ with remedies_slot:
         table = runs.run(lab.remedies_table, options, label="Trying remedies")
     if table is None:
         st.button(
-            f"Find them for a {options.budget_gb} GiB device (estimated, nothing allocated)",
+            lesson.remedies_button(options.budget_gb),
             key="remedies",
             on_click=lambda: st.session_state.update({key("remedies_for"): options}),
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from explorers.cards import AnswerCard
 from explorers.memory.experiment import Point
+from explorers.memory.lesson import STATEMENTS, peak_lines
 from explorers.units import format_bytes
 
 QUESTION = "A training job runs out of memory: what fills it, and what do you cut first?"
@@ -18,16 +19,15 @@ def answer_card(point: Point, doubling: str | None) -> AnswerCard:
             "one device and a steady state; out of scope: fragmentation and other processes on the device."
         ),
         mechanism=(
-            "Persistent state (parameters, gradients, optimizer state) does not depend on the batch; the tensors "
-            "saved for backward grow with it and live from the forward to the backward. From step two on, the "
-            "optimizer state is alive during the forward, so the peak stacks state and activations."
+            f"{STATEMENTS['batch_split'].text} {STATEMENTS['optimizer_state'].text} Whether the steady peak then "
+            "stacks state on the activations, or comes in the optimizer step, depends on which is larger: the "
+            "evidence says which happened here."
         ),
         evidence=_evidence(point, doubling),
         recovery=(
             "Measure first, then cut the largest part: activations → activation checkpointing, mixed precision, "
             "a smaller micro-batch with gradient accumulation; optimizer state → SGD with momentum or an 8-bit/"
-            "sharded optimizer. A loop that keeps `loss` (not `loss.item()`) or evaluates without `no_grad` "
-            "retains graphs: fix the loop before buying memory."
+            f"sharded optimizer. {STATEMENTS['graph_retention'].text} Fix such a loop before buying memory."
         ),
         trade_off=(
             "Checkpointing trades memory for a second forward (about a third more compute); accumulation keeps "
@@ -53,7 +53,7 @@ def _evidence(point: Point, doubling: str | None) -> str:
     text = (
         f"At batch {point.batch:,} ({how}): "
         + ", ".join(f"{name} {format_bytes(size)}" for name, size in parts.items())
-        + f"; the largest part is {largest}. Peak {format_bytes(result.peak)} from step two on, "
-        f"{format_bytes(result.first_step.peak)} in step one."
+        + f"; the largest part is {largest}. "
+        + " ".join(line.replace("**", "") for line in peak_lines(result))
     )
     return text + (f" {doubling}" if doubling else "")

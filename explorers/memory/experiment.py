@@ -322,30 +322,45 @@ def remedies_table(options: MemoryOptions, report: Callable[[int, int], None] | 
         rows.append(
             {
                 "remedy": name,
-                "largest batch": f"{largest:,}" if largest else "none fits",
+                "largest batch": _largest_words(largest),
                 "estimated peak at that batch": format_bytes(estimate_point(changed, largest).peak) if largest else "-",
             }
         )
     return rows
 
 
+def _largest_words(largest: int | None) -> str:
+    """The grid's top fitting says only that it fits: larger batches were not tried."""
+    if largest is None:
+        return "none fits"
+    if largest == BATCHES[-1]:
+        return f"at least {largest:,} (the largest tried)"
+    return f"{largest:,}"
+
+
 # --- Accidental retention ----------------------------------------------------------------
 
 
 RETENTION_OPTIONS = MemoryOptions(preset="mlp", width=256, depth=2)  # small: the loops' shapes are the lesson
+RETENTION_BATCH = 32
+RETENTION_LOOPS = (  # (name, runs backward, keeps the loss tensor rather than loss.item())
+    ("training, loss.item()", True, False),
+    ("training, sum of loss tensors", True, True),
+    ("evaluation without no_grad, loss.item()", False, False),
+    ("evaluation without no_grad, sum of loss tensors", False, True),
+)
 
 
-def retention(options: MemoryOptions = RETENTION_OPTIONS, report=None, steps: int = 6, batch: int = 32) -> dict:
-    """Live bytes after each step of three loops that keep a running loss.
+def retention(
+    options: MemoryOptions = RETENTION_OPTIONS, report=None, steps: int = 6, batch: int = RETENTION_BATCH
+) -> dict:
+    """Live bytes after each step of four loops that keep a running loss, `total = total + ...`.
 
-    - training, fixed: `total += loss.item()`;
-    - training, buggy: `total += loss`: backward already freed each step's saved tensors, so
-      only the graph's small bookkeeping survives;
-    - evaluation, buggy: `total += loss` with no backward and no `no_grad`: every step's
-      activations stay alive through the running total.
+    Two train (forward, backward, step), two only evaluate, all without `no_grad`; one of each
+    keeps `loss.item()` (a float), the other the loss tensor (and the graph behind it).
     """
     curves = {}
-    for name in ("training, loss.item()", "training, sum of loss tensors", "evaluation, sum of loss tensors"):
+    for name, trains, keeps_tensor in RETENTION_LOOPS:
         with isolated_rng(options.seed, options.device):
             model, example = build(dataclasses.replace(options, checkpointing=False), batch)
         model, example = model.to(options.device), example.to(options.device)
@@ -356,14 +371,14 @@ def retention(options: MemoryOptions = RETENTION_OPTIONS, report=None, steps: in
         with tracker:
             for _ in range(steps):
                 loss = model(example).float().pow(2).mean()
-                if name.startswith("training"):
+                if trains:
                     loss.backward()
                     optimizer.step()
                     optimizer.zero_grad(set_to_none=True)
-                total = total + (loss.item() if name.endswith("item()") else loss)
+                total = total + (loss if keeps_tensor else loss.item())
                 del loss
                 live.append(tracker.total)
         curves[name] = live
         if report:
-            report(len(curves), 3)
+            report(len(curves), len(RETENTION_LOOPS))
     return curves

@@ -14,7 +14,42 @@ from explorers.memory.experiment import (
     published_coefficients,
 )
 from explorers.memory.your_model import Measurement, StepMemory
+from explorers.statements import Statement
 from explorers.units import format_bytes, format_number
+
+STATEMENTS: dict[str, Statement] = {
+    "batch_split": Statement(
+        text=(
+            "Parameters, gradients and optimizer state do not depend on the batch size; the tensors saved for "
+            "backward grow with it, and live from the forward to its backward."
+        ),
+        scope=(
+            "for a fixed model and a per-parameter optimizer (SGD, SGD with momentum, Adam, AdamW); a model that "
+            "saves nothing for backward (an add-only model) has no activations to grow"
+        ),
+        source="https://pytorch.org/docs/stable/notes/autograd.html#saved-tensors",
+    ),
+    "optimizer_state": Statement(
+        text=(
+            "Adam, AdamW and SGD with momentum create their state in the first `step()`; it stays alive from then "
+            "on, through every later forward and backward."
+        ),
+        scope="torch.optim's Adam, AdamW and SGD(momentum > 0); plain SGD keeps no state",
+        source="torch/optim/adam.py: Adam._init_group; torch/optim/sgd.py: SGD._init_group",
+    ),
+    "graph_retention": Statement(
+        text=(
+            "A tensor kept across steps keeps the graph behind it alive, with every tensor saved for backward that "
+            "no backward has freed yet; a float from `.item()` keeps nothing."
+        ),
+        scope=(
+            "for tensors with a grad_fn; backward (without retain_graph=True) frees the saved tensors and leaves "
+            "only the graph's small nodes"
+        ),
+        source="https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory",
+    ),
+}
+DOUBLING_QUESTION = "Double the batch size. Which of these grows?"
 
 PHASES = {"forward": "the forward pass", "backward": "the backward pass", "optimizer step": "the optimizer step"}
 PART_ORDER = (
@@ -58,7 +93,7 @@ def explain(options: MemoryOptions, point: Point, points: tuple[Point, ...]) -> 
     if growth:
         lines.append(growth)
     lines += _formula(options, point)
-    lines += _peaks(result)
+    lines += peak_lines(result)
     if options.accumulation > 1:
         lines.append(_accumulation(options, point))
     return lines
@@ -214,7 +249,8 @@ def _during(step: StepMemory) -> str:
     return PHASES.get(step.peak_phase, step.peak_phase)
 
 
-def _peaks(result: Measurement) -> list[str]:
+def peak_lines(result: Measurement) -> list[str]:
+    """The two measured peaks, what was alive at each, and which kind of steady state this run has."""
     first, steady = result.first_step, result.steady_step
     same = first.peak == steady.peak and first.peak_phase == steady.peak_phase and first.at_peak == steady.at_peak
     if same:
@@ -243,10 +279,24 @@ def _peaks(result: Measurement) -> list[str]:
             f"From step 2 on, the optimizer state ({format_bytes(result.optimizer_state)}) is alive through forward "
             f"and backward too, but there the step held at most {format_bytes(passes)}, below its optimizer step."
         )
+    optimizer = _optimizer_sentence(result)
+    if optimizer:
+        lines.append(optimizer)
     unheld = _not_all_at_once(result)
     if unheld:
         lines.append(unheld)
     return lines
+
+
+def _optimizer_sentence(result: Measurement) -> str | None:
+    """Which optimizer implementation ran, when it decides the peak: the one-parameter-at-a-time loop or foreach."""
+    if "foreach=False" not in result.optimizer_call or result.steady_step.peak_phase != "optimizer step":
+        return None
+    return (
+        f"The optimizer ran as `{result.optimizer_call}`: one parameter at a time, so its step's temporaries are "
+        "one parameter's worth. `memory.measure(..., foreach=None)` measures PyTorch's default implementation "
+        "for your device instead."
+    )
 
 
 def _not_all_at_once(result: Measurement) -> str | None:
@@ -262,7 +312,7 @@ def _not_all_at_once(result: Measurement) -> str | None:
         if format_bytes(steady.at_peak.get(name, 0)) != format_bytes(size)
     ]
     return (
-        f"Adding every category up gives {format_bytes(total)}, more than the steady peak: they are never all "
+        f"Adding every category up gives {format_bytes(total)}, more than the steady peak: they were not all "
         f"alive at once. At the peak the step held {', '.join(partial)}."
     )
 
@@ -302,3 +352,64 @@ def doubling_evidence(points: tuple[Point, ...], batch: int) -> str | None:
         elif after:
             changes.append(f"{name} 0 B → {format_bytes(after)}")
     return f"{how} just now, batch {batch:,} → {2 * batch:,}: " + ", ".join(changes) + "."
+
+
+# --- Page text and accidental retention -------------------------------------------------------
+
+
+def estimate_notice(point: Point, limit: int) -> str | None:
+    """Why a point was estimated rather than measured; None for a measured one."""
+    if point.measured:
+        return None
+    return (
+        f"Batch {point.batch:,} was estimated on fake tensors, not allocated: its estimated peak "
+        f"({format_bytes(point.result.peak)}) is over what this lab allocates for real "
+        f"(the smaller of {format_bytes(limit)} and a quarter of this machine's free memory)."
+    )
+
+
+def metrics_caption(options: MemoryOptions, point: Point, definition: str) -> str:
+    return (
+        f"At {_batch_words(options, point)}, {_how(point)}. Activations: {definition} "
+        "Autocast's weight copies are saved too, and shown apart; the batch is its own part."
+    )
+
+
+def invalid_options_notice(error: Exception) -> str:
+    return f"{error}. Showing the defaults instead."
+
+
+def remedies_button(budget_gb: int) -> str:
+    return f"Find them for a {budget_gb} GiB device (estimated, nothing allocated)"
+
+
+def retention_caption(options: MemoryOptions, batch: int, steps: int) -> str:
+    return (
+        f"Four loops on the same MLP (width {options.width}, depth {options.depth}, batch {batch}), none under "
+        f"`no_grad`, live memory after each of {steps} steps: two train, two evaluate; each keeps a running "
+        "total of `loss.item()` or of the `loss` tensor."
+    )
+
+
+def retention_lines(curves: dict[str, list[int]]) -> list[str]:
+    """What each loop measured, and which kept tensors grew memory, from the curves alone."""
+    growth = {name: (live[-1] - live[0]) / max(len(live) - 1, 1) for name, live in curves.items()}
+    parts = [
+        f"{name}: flat at {format_bytes(curves[name][-1])}"
+        if not step
+        else f"{name}: {'grew' if step > 0 else 'shrank'} by {format_bytes(abs(step))} per step"
+        for name, step in growth.items()
+    ]
+    lines = [f"Measured over {len(next(iter(curves.values())))} steps: " + "; ".join(parts) + "."]
+    grew = [name for name, step in growth.items() if step > 0]
+    flat = [name for name, step in growth.items() if not step]
+    if grew and flat:
+        lines.append(
+            f"Memory grew in {_names(grew)} and stayed flat in {_names(flat)}. " + STATEMENTS["graph_retention"].text
+        )
+    return lines
+
+
+def _names(names: list[str]) -> str:
+    quoted = [f"*{n}*" for n in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]

@@ -73,6 +73,7 @@ class Measurement:
     estimated: bool  # True when run on fake tensors: nothing was allocated
     micro_batches: int = 1  # forward and backward passes per optimizer step
     cuda_peak: int | None = None  # the steady step's peak by torch.cuda.max_memory_allocated, where CUDA runs
+    optimizer_call: str = ""  # the optimizer as it ran, read back from its own defaults, e.g. "Adam(foreach=False)"
 
     @property
     def peak(self) -> int:
@@ -121,6 +122,7 @@ def measure(
     loss_fn: Callable[[object], torch.Tensor] = default_loss,
     micro_batches: int = 1,
     predictions: Mapping[str, int] | None = None,
+    foreach: bool | None = False,
 ) -> Measurement:
     """Two real training steps on a copy of `model`, every category measured.
 
@@ -128,7 +130,9 @@ def measure(
     dict (`model(**x)`). `loss_fn(output)` reduces the output to a scalar loss. With
     `micro_batches=k`, each optimizer step follows k forward and backward passes on the
     input (gradient accumulation: the input is one micro-batch). `predictions` (category -> bytes)
-    are your own closed forms, kept beside the measured values in `predicted`.
+    are your own closed forms, kept beside the measured values in `predicted`. `foreach` goes to Adam and
+    AdamW: False (the lab's choice) steps one parameter at a time; None is PyTorch's default, which picks
+    an implementation by device; `Measurement.optimizer_call` says what ran.
     """
     _check(model, example_input, optimizer, precision, micro_batches)
     device = _device(model, example_input)
@@ -143,6 +147,7 @@ def measure(
             loss_fn,
             micro_batches,
             predictions,
+            foreach,
             estimated=False,
         )
 
@@ -232,13 +237,22 @@ def _caller_rng_kept(device: torch.device) -> contextlib.AbstractContextManager:
 # --- The steps -----------------------------------------------------------------------------
 
 
-def _optimizer(name: str, parameters: list[nn.Parameter]) -> torch.optim.Optimizer:
+def _optimizer(name: str, parameters: list[nn.Parameter], foreach: bool | None = False) -> torch.optim.Optimizer:
     if name == "sgd":
         return torch.optim.SGD(parameters, lr=0.01)
     if name == "sgd_momentum":
         return torch.optim.SGD(parameters, lr=0.01, momentum=0.9)
-    # foreach=False: one parameter at a time, so the step's temporaries are one parameter's worth
-    return {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[name](parameters, lr=1e-3, foreach=False)
+    # foreach=False by default: one parameter at a time, so the step's temporaries are one parameter's worth.
+    # `optimizer_call` says which ran.
+    return {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[name](parameters, lr=1e-3, foreach=foreach)
+
+
+def _optimizer_call(optimizer: torch.optim.Optimizer) -> str:
+    """The optimizer as it ran, from its own defaults: what a reader needs to reproduce its step's memory."""
+    shown = {k: optimizer.defaults[k] for k in ("lr", "momentum", "foreach") if k in optimizer.defaults}
+    if not shown.get("momentum"):
+        shown.pop("momentum", None)
+    return f"{type(optimizer).__name__}(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 
 def _autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
@@ -325,11 +339,12 @@ def _measure_steps(
     loss_fn: Callable[[object], torch.Tensor] = default_loss,
     micro_batches: int = 1,
     predictions: Mapping[str, int] | None = None,
+    foreach: bool | None = False,
     *,
     estimated: bool,
 ) -> Measurement:
     device = _device(model, example_input)
-    opt = _optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
+    opt = _optimizer(optimizer, [p for p in model.parameters() if p.requires_grad], foreach)
     model.train()
     settings = _Settings(precision, checkpointing, loss_fn, micro_batches)
     facts = _Facts()
@@ -354,6 +369,7 @@ def _measure_steps(
         estimated=estimated,
         micro_batches=micro_batches,
         cuda_peak=cuda_peak,
+        optimizer_call=_optimizer_call(opt),
     )
 
 
@@ -383,6 +399,15 @@ def _activations_and_weight_copies(found: dict[int, int], tracker: LiveBytes) ->
     return sum(found.values()) - weight_copies, weight_copies
 
 
+def _backward(loss: torch.Tensor) -> None:
+    try:
+        loss.backward()
+    except torch.OutOfMemoryError:
+        raise
+    except RuntimeError as error:  # PyTorch's refusal, e.g. a saved tensor changed in place: no step on wrong gradients
+        raise ValueError(f"the model's backward failed, so no training step was measured: {error}") from error
+
+
 def _step(
     model, opt, example_input, settings: _Settings, facts: _Facts, device: torch.device, *, first: bool
 ) -> StepMemory:
@@ -408,7 +433,7 @@ def _step(
                 facts.graph_ops = _graph_ops(loss)
             timeline.append((f"after forward{suffix}", tracker.total))
             tracker.start("backward")
-            loss.backward()
+            _backward(loss)
             del loss
             tracker.label([p.grad for p in trainable if p.grad is not None], "gradients")
             timeline.append((f"after backward{suffix}", tracker.total))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from explorers.cards import AnswerCard
 from explorers.modes.experiment import ValidationRun
+from explorers.modes.lesson import STATEMENTS, reader_words
 from explorers.modes.your_model import ModeGrid
 from explorers.units import format_bytes
 
@@ -18,10 +19,13 @@ def answer_card(grid: ModeGrid, validation: ValidationRun) -> AnswerCard:
             "time of recording a graph. Assumed: a model with dropout and BatchNorm; out of scope: quantisation "
             "and compiled graphs."
         ),
-        mechanism=(
-            "`train()`/`eval()` flips each module's `training` flag: dropout and BatchNorm read it, nothing else. "
-            "The grad mode is a separate, thread-local switch: `no_grad` records no graph, `inference_mode` also "
-            "marks outputs as inference tensors that autograd may never save. Evaluation needs both switches."
+        mechanism=" ".join(
+            [
+                STATEMENTS["train_flag"].text,
+                STATEMENTS["no_graph"].text,
+                STATEMENTS["inference_tensors"].text,
+                "Evaluation needs both switches.",
+            ]
         ),
         evidence=_evidence(grid, validation),
         recovery=(
@@ -34,20 +38,31 @@ def answer_card(grid: ModeGrid, validation: ValidationRun) -> AnswerCard:
             "saves them for backward; if outputs feed training (distillation, caches), prefer `no_grad`."
         ),
         could_prove_wrong=(
-            "If a `train()` + `no_grad` forward left BatchNorm's running statistics unchanged, or an `eval()` + "
-            "`enable_grad` forward saved nothing for backward, the two switches would not be independent."
+            "If a module that behaves differently in `train()` (its output, or its buffers) behaved like in "
+            "`eval()` under `no_grad`, or an `eval()` + `enable_grad` forward of a model with parameters that "
+            "require grad returned an output without `grad_fn`, the two switches would not be independent."
         ),
     )
 
 
 def _evidence(grid: ModeGrid, validation: ValidationRun) -> str:
+    """The same measured fields the grid, the evidence panels and the lesson show."""
     facts = []
-    train_no_grad, eval_grad = grid[("train", "no_grad")], grid[("eval", "enable_grad")]
-    if train_no_grad.forward_works and train_no_grad.bn_running_stats_changed is not None:
+    if grid.readers:
+        facts.append("modules measured reading `training`: " + "; ".join(reader_words(r) for r in grid.readers))
+    train_no_grad, eval_grad, eval_no_grad = (
+        grid[("train", "no_grad")],
+        grid[("eval", "enable_grad")],
+        grid[("eval", "no_grad")],
+    )
+    if train_no_grad.builds_graph is False and train_no_grad.bn_running_stats_changed is not None:
         moved = "moved" if train_no_grad.bn_running_stats_changed else "did not move"
         facts.append(f"`train()` + `no_grad` built no graph, yet BatchNorm's running statistics {moved}")
-    if eval_grad.forward_works and eval_grad.saved_bytes is not None:
-        facts.append(f"`eval()` + `enable_grad` still saved {format_bytes(eval_grad.saved_bytes)} for backward")
+    if eval_grad.builds_graph and eval_grad.saved_bytes and eval_no_grad.saved_bytes == 0:
+        facts.append(
+            f"`eval()` + `enable_grad` built a graph and saved {format_bytes(eval_grad.saved_bytes)} for backward, "
+            "`eval()` + `no_grad` 0 B"
+        )
     proper, scattered = validation.eval_accuracies, validation.train_mode_accuracies
     facts.append(
         f"{len(proper)} validations in `eval()` gave {_spread(proper)}; in `train()` mode, {_spread(scattered)}"

@@ -48,13 +48,34 @@ class ModesOptions:
 
 def build_model(options: ModesOptions) -> nn.Sequential:
     """Linear → BatchNorm → ReLU → Dropout → Linear; call inside `isolated_rng` for seeded weights."""
+    return _layers(options).to(options.device)
+
+
+def _layers(options: ModesOptions) -> nn.Sequential:
     return nn.Sequential(
         nn.Linear(IN_FEATURES, options.width),
         nn.BatchNorm1d(options.width, momentum=options.momentum),
         nn.ReLU(),
         nn.Dropout(options.dropout_p),
         nn.Linear(options.width, CLASSES),
-    ).to(options.device)
+    )
+
+
+def model_label(options: ModesOptions) -> str:
+    """The lab's model as built from these options, e.g. "Linear(8→64) → BatchNorm1d(64) → ... → Linear(64→2)"."""
+    with torch.device("meta"):  # shapes only: nothing allocated, no random numbers drawn
+        model = _layers(options)
+    return " → ".join(_layer_label(layer) for layer in model)
+
+
+def _layer_label(layer: nn.Module) -> str:
+    if isinstance(layer, nn.Linear):
+        return f"Linear({layer.in_features}→{layer.out_features})"
+    if isinstance(layer, nn.BatchNorm1d):
+        return f"BatchNorm1d({layer.num_features}, momentum {layer.momentum:g})"
+    if isinstance(layer, nn.Dropout):
+        return f"Dropout(p={layer.p:g})"
+    return type(layer).__name__
 
 
 def lab_grid(options: ModesOptions, report=None) -> ModeGrid:

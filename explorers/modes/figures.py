@@ -15,10 +15,13 @@ FACTS: tuple[tuple[str, Callable[[Cell], bool | None]], ...] = (
     ("dropout drops units", lambda c: c.dropout_active),
     ("BatchNorm uses batch statistics", lambda c: c.bn_uses_batch_stats),
     ("BatchNorm running stats change", lambda c: c.bn_running_stats_changed),
+    ("a second forward differs (random)", lambda c: c.output_random),
+    ("buffers change", lambda c: None if c.buffers_moved is None else bool(c.buffers_moved)),
     ("saves tensors for backward", lambda c: None if c.saved_bytes is None else c.saved_bytes > 0),
     ("output.sum().backward() works", lambda c: c.backward_works),
     ("later (out + s).backward() works", lambda c: c.reuse_add_works),
     ("later (out * s).backward() works", lambda c: c.reuse_mul_works),
+    ("later out.add_(1) works", lambda c: c.reuse_inplace_works),
 )
 FAILED = "forward failed"
 

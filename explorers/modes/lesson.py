@@ -1,15 +1,80 @@
-"""The Modes lab's lesson: sentences bound to the measured cells, each shown only where it applies."""
+"""The Modes lab's lesson: sentences bound to the measured cells, each shown only where it applies.
+
+General statements about PyTorch live in STATEMENTS (each tried on the adversarial zoo by
+tests/claims/test_modes.py); every other sentence is built from a measured field.
+"""
 
 from __future__ import annotations
 
+import re
+
 from explorers.modes.experiment import ValidationRun
-from explorers.modes.your_model import Cell, ModeGrid
+from explorers.modes.your_model import Cell, ModeGrid, TrainingReader
+from explorers.statements import Statement
 from explorers.units import format_bytes, format_number
+
+GRAD_MODES_NOTES = "https://pytorch.org/docs/stable/notes/autograd.html#grad-modes"
+STATEMENTS: dict[str, Statement] = {
+    "train_flag": Statement(
+        text=(
+            "`train()` and `eval()` set the `training` flag of the model and of every submodule, and change nothing "
+            "else: no parameter or buffer moves. What a module does with the flag is up to its own `forward`."
+        ),
+        scope=(
+            "nn.Module.train as PyTorch defines it (a module that overrides train() may do more); the flag takes "
+            "effect at the next forward, in whichever modules read self.training"
+        ),
+        source="torch/nn/modules/module.py: Module.train",
+    ),
+    "no_graph": Statement(
+        text=(
+            "Under `no_grad` and `inference_mode` autograd records no graph: outputs get no `grad_fn` and no tensor "
+            "is saved for backward."
+        ),
+        scope="for ops run inside the block; code that re-enables grad inside it (torch.enable_grad()) records again",
+        source=GRAD_MODES_NOTES,
+    ),
+    "grad_mode_values": Statement(
+        text=(
+            "The grad mode does not change what a forward computes: from the same weights, buffers and random "
+            "state, `enable_grad`, `no_grad` and `inference_mode` give the same outputs, up to float rounding where "
+            "a module picks another kernel when no graph is recorded (`nn.LSTM`, `nn.MultiheadAttention`)."
+        ),
+        scope=(
+            "for forwards that do not branch on torch.is_grad_enabled() themselves; equal within torch.allclose's "
+            "default tolerance"
+        ),
+        source=GRAD_MODES_NOTES,
+    ),
+    "inference_tensors": Statement(
+        text=(
+            "Outside `inference_mode`, a tensor it returned cannot be saved for backward (`out * s`, with `s` "
+            "requiring grad) and cannot be updated in place (`out.add_(1)`); an op that saves none of it "
+            "(`out + s`) works."
+        ),
+        scope=(
+            "for the tensors an inference_mode block returned, used directly: a view made later, such as "
+            "out.detach(), escapes the in-place check (torch 2.13); tensors made under no_grad are ordinary "
+            "tensors and allow both"
+        ),
+        source="https://pytorch.org/docs/stable/generated/torch.autograd.grad_mode.inference_mode.html",
+    ),
+}
+PREDICT_QUESTION = "After a forward in train() mode under no_grad, did BatchNorm's running_mean change?"
+
+
+def grid_caption(definition: str) -> str:
+    """The caption under the grid: how each cell was run, and what "saved" means."""
+    return (
+        "Each cell runs on a fresh copy of the same weights, buffers and random state; every ✓ and ✗ is "
+        f"measured, not looked up. {definition}"
+    )
 
 
 def explain(grid: ModeGrid, validation: ValidationRun | None = None) -> list[str]:
     """The lesson, bound to this run's measurements."""
-    lines = [*_failed_forwards(grid), *_train_no_grad(grid), *_eval_enable_grad(grid), *_inference_output(grid)]
+    lines = [*_failed_forwards(grid), *_failed_backwards(grid), *_readers(grid)]
+    lines += [*_train_no_grad(grid), *_eval_enable_grad(grid), *_inference_output(grid)]
     if validation is not None:
         lines += _validation(validation)
     return lines
@@ -20,7 +85,8 @@ def _label(cell: Cell) -> str:
 
 
 def _first_sentence(error: str) -> str:
-    return error.split(". ")[0].rstrip(".")
+    """PyTorch's message up to its first full stop (some messages run on without a space: "allowed.You can")."""
+    return re.split(r"\.\s|\.(?=[A-Z][a-z]+ [a-z])", error)[0].rstrip(".")
 
 
 def _failed_forwards(grid: ModeGrid) -> list[str]:
@@ -35,8 +101,51 @@ def _failed_forwards(grid: ModeGrid) -> list[str]:
     ]
 
 
-def _module_effects(cell: Cell) -> list[str]:
-    """What dropout and BatchNorm did in a cell that ran, in words."""
+def _failed_backwards(grid: ModeGrid) -> list[str]:
+    """Cells whose forward built a graph that backward then refused, with PyTorch's own error."""
+    by_error: dict[str, list[Cell]] = {}
+    for cell in grid:
+        if cell.builds_graph and cell.backward_error:
+            by_error.setdefault(cell.backward_error, []).append(cell)
+    return [
+        f"{', '.join(_label(c) for c in cells)}: the forward built a graph, and `output.sum().backward()` failed with "
+        f"PyTorch's error *{_first_sentence(error)}*."
+        for error, cells in by_error.items()
+    ]
+
+
+def _reader_effects(reader: TrainingReader) -> str:
+    effects = []
+    if reader.random_in_train:
+        effects.append("random in `train()`")
+    if reader.train_eval_differ:
+        effects.append("a different output in `eval()`")
+    if reader.buffers_moved:
+        effects.append("moved " + ", ".join(f"`{b}`" for b in reader.buffers_moved) + " in `train()`")
+    return ", ".join(effects)
+
+
+def reader_words(reader: TrainingReader) -> str:
+    """One measured module, e.g. "`1` (BatchNorm1d: a different output in `eval()`, moved `running_mean`)"."""
+    name = f"`{reader.name}`" if reader.name else "the model itself"
+    return f"{name} ({reader.kind}: {_reader_effects(reader)})"
+
+
+def _readers(grid: ModeGrid) -> list[str]:
+    """Which modules measured as reading `training`, replayed alone on the same input."""
+    if not grid.readers:
+        return [
+            "Replayed alone on the input each received, no module's output or buffers changed between `train()` "
+            "and `eval()`: on this model the switch changed no measured value."
+        ]
+    return [
+        "Replayed alone on the input each received, these modules behaved differently in `train()` than in "
+        "`eval()`: " + "; ".join(reader_words(r) for r in grid.readers) + "."
+    ]
+
+
+def _module_effects(cell: Cell, grid: ModeGrid) -> list[str]:
+    """What the modes-sensitive modules did in a cell that ran, in words."""
     effects = []
     if cell.dropout_active:
         fraction = cell.dropout_zeroed_fraction
@@ -45,24 +154,35 @@ def _module_effects(cell: Cell) -> list[str]:
             if fraction
             else "dropout still gave a different output on a second call"
         )
+    elif cell.output_random:
+        effects.append("a second forward under another seed still gave a different output")
     if cell.bn_running_stats_changed:
         effects.append(
             f"BatchNorm's running statistics still moved (running_mean by up to "
             f"**{format_number(cell.bn_running_mean_shift)}**)"
         )
+    said = _batchnorm_buffers(grid) if cell.bn_running_stats_changed else set()
+    others = [b for b in cell.buffers_moved or () if b not in said]
+    if others:
+        effects.append("buffers " + ", ".join(f"`{b}`" for b in others) + " still moved")
     return effects
+
+
+def _batchnorm_buffers(grid: ModeGrid) -> set[str]:
+    """The BatchNorm modules' buffers, which the BatchNorm sentence already covers."""
+    return {f"{r.name}.{b}" if r.name else b for r in grid.readers if "BatchNorm" in r.kind for b in r.buffers_moved}
 
 
 def _train_no_grad(grid: ModeGrid) -> list[str]:
     cell, graph = grid[("train", "no_grad")], grid[("train", "enable_grad")]
-    effects = _module_effects(cell)
+    effects = _module_effects(cell, grid)
     if not cell.forward_works or cell.builds_graph or not effects:
         return []
-    same = graph.forward_works and _module_effects(graph) == effects
+    same = graph.forward_works and _module_effects(graph, grid) == effects
     return [
         "`train()` + `no_grad`: no graph (`grad_fn` is None), yet "
         + " and ".join(effects)
-        + (", exactly as under `enable_grad`. The grad mode does not change what modules do." if same else ".")
+        + (", exactly as under `enable_grad`." if same else ".")
     ]
 
 
@@ -75,15 +195,14 @@ def _eval_enable_grad(grid: ModeGrid) -> list[str]:
         frozen.append("dropout off")
     if cell.bn_uses_batch_stats is False and cell.bn_running_stats_changed is False:
         frozen.append("BatchNorm normalising with its running statistics and leaving them unchanged")
-    held = (
-        f", holding **{format_bytes(cell.saved_bytes)}** for backward"
-        if cell.saved_bytes
-        else " (it saves nothing beyond the parameters and the input, which exist anyway)"
-    )
+    plain = grid[("eval", "no_grad")]
+    held = ""
+    if cell.saved_bytes and plain.saved_bytes == 0:  # the witness: bytes that only the grad mode made the difference
+        held = f", holding **{format_bytes(cell.saved_bytes)}** for backward where `eval()` + `no_grad` held 0 B"
     return [
         "`eval()` + `enable_grad`: "
         + (" and ".join(frozen) + ", yet " if frozen else "")
-        + f"autograd still recorded a graph{held}. `eval()` does not stop autograd: pair it with `no_grad` or "
+        + f"autograd still recorded a graph (the output has a `grad_fn`){held}. Pair `eval()` with `no_grad` or "
         "`inference_mode` when you need no gradients."
     ]
 
@@ -98,16 +217,18 @@ def _inference_output(grid: ModeGrid) -> list[str]:
         return []
     line = (
         f"`eval()` + `inference_mode` saved **{format_bytes(cell.saved_bytes)}** and returned an inference tensor "
-        f"`out`. Used later in a graph with a tensor `s` that requires grad: `(out + s).sum().backward()` "
-        f"{_outcome(cell.reuse_add_error)}; `(out * s).sum().backward()` {_outcome(cell.reuse_mul_error)}."
+        f"`out`. Used later with a tensor `s` that requires grad: `(out + s).sum().backward()` "
+        f"{_outcome(cell.reuse_add_error)}; `(out * s).sum().backward()` {_outcome(cell.reuse_mul_error)}; "
+        f"`out.add_(1)` {_outcome(cell.reuse_inplace_error)}."
     )
     if cell.reuse_add_works and not cell.reuse_mul_works:
         line += (
-            " The difference: mul must save `out` for backward (the gradient of `s` needs `out`), add saves nothing. "
-            "Only an op that must save an inference tensor for backward fails."
+            " The difference: mul must save `out` for backward (the gradient of `s` needs `out`), add saves nothing."
         )
-    if plain.reuse_mul_works and not cell.reuse_mul_works:
-        line += " The same `(out * s)` worked on the `no_grad` output: an ordinary tensor."
+    if plain.reuse_mul_works and plain.reuse_inplace_works and not (cell.reuse_mul_works or cell.reuse_inplace_works):
+        line += " Both worked on the `no_grad` output, an ordinary tensor."
+    if cell.reuse_add_works and not cell.reuse_mul_works and not cell.reuse_inplace_works:
+        line += " " + STATEMENTS["inference_tensors"].text
     return [line]
 
 
@@ -140,10 +261,9 @@ def predict_evidence(cell: Cell) -> str:
     """The reveal for "did running_mean change under train() + no_grad?", from the measured cell."""
     if not cell.bn_running_stats_changed:
         return "Measured just now: BatchNorm's running statistics did not move."
-    return (
-        f"Measured just now: running_mean moved by up to {format_number(cell.bn_running_mean_shift)}. "
-        "no_grad only stops autograd; train() still tells BatchNorm to update its statistics."
-    )
+    graph = "recorded no graph" if cell.builds_graph is False else "recorded a graph"
+    shift = format_number(cell.bn_running_mean_shift)
+    return f"Measured just now: in a forward that {graph}, running_mean moved by up to {shift}."
 
 
 def cell_evidence(cell: Cell) -> str:
@@ -170,9 +290,18 @@ def cell_evidence(cell: Cell) -> str:
             f"- BatchNorm normalised with {'the batch' if cell.bn_uses_batch_stats else 'its running'} statistics"
             + moved
         )
+    if cell.output_random is not None:
+        lines.append(
+            "- a second forward under another seed: "
+            + ("a different output" if cell.output_random else "the same output")
+        )
+    if cell.buffers_moved is not None:
+        moved = ", ".join(f"`{b}`" for b in cell.buffers_moved) or "none"
+        lines.append(f"- buffers this forward changed: {moved}")
     lines.append(f"- `output.sum().backward()`: {_code_outcome(cell.backward_error)}")
     lines.append(f"- later, `(out + s).sum().backward()`: {_code_outcome(cell.reuse_add_error)}")
     lines.append(f"- later, `(out * s).sum().backward()`: {_code_outcome(cell.reuse_mul_error)}")
+    lines.append(f"- later, `out.add_(1)`: {_code_outcome(cell.reuse_inplace_error)}")
     return "\n".join(lines)
 
 

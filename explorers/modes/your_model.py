@@ -67,6 +67,10 @@ class Cell:
     reuse_add_error: str | None = None  # later, (out + s).sum().backward(): add saves no tensor for backward
     reuse_mul_error: str | None = None  # later, (out * s).sum().backward(): mul saves out to compute s's gradient
     is_inference_tensor: bool | None = None
+    # A second forward from the same weights and buffers under another seed gave a different output.
+    output_random: bool | None = None
+    buffers_moved: tuple[str, ...] | None = None  # the buffers (any module's) whose values this forward changed
+    reuse_inplace_error: str | None = None  # later, outside any grad-mode block, out.add_(1)
 
     @property
     def forward_works(self) -> bool:
@@ -84,10 +88,31 @@ class Cell:
     def reuse_mul_works(self) -> bool | None:
         return self.reuse_mul_error is None if self.forward_works else None
 
+    @property
+    def reuse_inplace_works(self) -> bool | None:
+        return self.reuse_inplace_error is None if self.forward_works else None
+
+
+@dataclass(frozen=True)
+class TrainingReader:
+    """A module whose own behaviour measured different between train() and eval() on the same input.
+
+    Each module is replayed alone, on the input it received in a train() forward, from the
+    model's starting weights and buffers; a module is listed when its output or its own buffers
+    changed and no module inside it accounts for the output change (the innermost such module).
+    """
+
+    name: str  # as in model.named_modules(); "" is the model itself
+    kind: str  # the module's class name
+    train_eval_differ: bool  # train() and eval() gave different outputs on the same input and seed
+    random_in_train: bool  # two train() calls on the same input under different seeds differed
+    buffers_moved: tuple[str, ...]  # its own buffers that one train() call changed
+
 
 @dataclass(frozen=True)
 class ModeGrid:
     cells: dict[tuple[str, str], Cell]
+    readers: tuple[TrainingReader, ...] = ()  # the modules that measured as reading `training`
 
     def __getitem__(self, key: tuple[str, str]) -> Cell:
         return self.cells[key]
@@ -175,7 +200,7 @@ def _copy_of(model: nn.Module) -> nn.Module:
         return copy.deepcopy(model)
     except (RuntimeError, TypeError) as error:
         raise ValueError(
-            f"mode_grid measures a deep copy of the model, so that yours is never changed, and this one "
+            f"mode_grid measures a deep copy of the model, so that yours stays as it is, and this one "
             f"cannot be copied: {error}"
         ) from error
 
@@ -201,6 +226,25 @@ def _running_stats(model: nn.Module) -> dict[str, tuple[torch.Tensor, torch.Tens
     }
 
 
+def _moved_buffers(start: nn.Module, end: nn.Module, recurse: bool = True) -> tuple[str, ...]:
+    """Names of the buffers whose values differ between two copies of one module."""
+    before = dict(start.named_buffers(recurse=recurse))
+    return tuple(
+        name
+        for name, value in end.named_buffers(recurse=recurse)
+        if name in before and not _same_values(before[name], value)
+    )
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+
+
+def _same_outputs(first, second) -> bool:
+    tensors = [[t for t in pytree.tree_leaves(o) if torch.is_tensor(t)] for o in (first, second)]
+    return len(tensors[0]) == len(tensors[1]) and all(map(_same_values, *tensors))
+
+
 def _stats_movement(model: nn.Module, twin: nn.Module) -> tuple[bool | None, float | None]:
     """Whether any BatchNorm running statistic moved, and the largest running_mean change; None without any."""
     start, end = _running_stats(model), _running_stats(twin)  # the caller's model still holds the start
@@ -224,6 +268,7 @@ def _run_cell(model: nn.Module, example_input, seed: int, behaviour: str, grad_m
         return Cell(behaviour, grad_mode, forward_error=str(error).strip())
     outputs = _float_outputs(output)
     moved, shift = _stats_movement(model, twin)
+    again = _second_forward(model, example_input, seed + 1, behaviour, grad_mode)
     has_dropout, has_norm = bool(probes.dropouts), bool(probes.norms)
     scale = torch.ones((), device=outputs[0].device, requires_grad=True)
     return Cell(
@@ -241,7 +286,92 @@ def _run_cell(model: nn.Module, example_input, seed: int, behaviour: str, grad_m
         reuse_add_error=_error_of(lambda: _total([t.detach() + scale for t in outputs]).backward()),
         reuse_mul_error=_error_of(lambda: _total([t.detach() * scale for t in outputs]).backward()),
         is_inference_tensor=any(t.is_inference() for t in outputs),
+        output_random=None if again is None else not _same_outputs(output, again),
+        buffers_moved=_moved_buffers(model, twin),
+        # Last: it changes the output's values. On the output itself: a view made later (out.detach())
+        # escapes PyTorch's in-place check on inference tensors.
+        reuse_inplace_error=_error_of(lambda: [t.add_(1) for t in outputs]),
     )
+
+
+def _second_forward(model: nn.Module, example_input, seed: int, behaviour: str, grad_mode: str):
+    """The same forward on fresh copies under another seed: what differs is the forward's own randomness."""
+    twin = _copy_of(model).train(behaviour == "train")
+    torch.manual_seed(seed)
+    try:
+        with _GRAD_CONTEXTS[grad_mode]():
+            return twin(_fresh_input(example_input))
+    except (RuntimeError, ValueError):
+        return None
+
+
+def _inputs_by_module(model: nn.Module, example_input, seed: int) -> dict[str, tuple[tuple, dict]]:
+    """What each module received (args, kwargs) on its first call, in one train() forward under no_grad."""
+    twin = _copy_of(model).train()
+    received: dict[str, tuple[tuple, dict]] = {}
+
+    def recorder(name: str):
+        def hook(module, args, kwargs):
+            received.setdefault(name, _fresh_input((args, kwargs)))
+
+        return hook
+
+    handles = [m.register_forward_pre_hook(recorder(name), with_kwargs=True) for name, m in twin.named_modules()]
+    torch.manual_seed(seed)
+    try:
+        with torch.no_grad():
+            twin(_fresh_input(example_input))
+    except (RuntimeError, ValueError):
+        pass  # the modules reached before the failure were still recorded
+    finally:
+        for handle in handles:
+            handle.remove()
+    return received
+
+
+def _replay(module: nn.Module, received: tuple[tuple, dict], seed: int, train: bool):
+    """One call of a fresh copy of the module on a copy of what it received: (output, the copy after it)."""
+    twin = copy.deepcopy(module).train(train)
+    args, kwargs = _fresh_input(received)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        return twin(*args, **kwargs), twin
+
+
+def _measure_module(name: str, module: nn.Module, received, seed: int) -> TrainingReader | None:
+    try:
+        trained, after = _replay(module, received, seed, train=True)
+        reseeded, _ = _replay(module, received, seed + 1, train=True)
+        evaluated, _ = _replay(module, received, seed, train=False)
+    except (RuntimeError, ValueError, TypeError):  # a module that cannot be called alone is not measured
+        return None
+    return TrainingReader(
+        name=name,
+        kind=type(module).__name__,
+        train_eval_differ=not _same_outputs(trained, evaluated),
+        random_in_train=not _same_outputs(trained, reseeded),
+        buffers_moved=_moved_buffers(module, after, recurse=False),
+    )
+
+
+def training_readers(model: nn.Module, example_input, seed: int = 0) -> tuple[TrainingReader, ...]:
+    """The modules whose own output or buffers measured different under train() than under eval().
+
+    Measured on every module, whatever its type: RReLU, an LSTM's inter-layer dropout, or a
+    custom forward that reads `self.training` are found like Dropout and BatchNorm are.
+    """
+    modules = dict(model.named_modules())
+    measured = [
+        _measure_module(name, modules[name], received, seed)
+        for name, received in _inputs_by_module(model, example_input, seed).items()
+    ]
+    changed = [r for r in measured if r and (r.train_eval_differ or r.random_in_train or r.buffers_moved)]
+    output_changed = {r.name for r in changed if r.train_eval_differ or r.random_in_train}
+
+    def inside(inner: str, outer: str) -> bool:
+        return inner != outer and (outer == "" or inner.startswith(outer + "."))
+
+    return tuple(r for r in changed if r.buffers_moved or not any(inside(other, r.name) for other in output_changed))
 
 
 def _device_of(model: nn.Module, example_input) -> torch.device:
@@ -262,8 +392,9 @@ def mode_grid(model: nn.Module, example_input, seed: int = 0) -> ModeGrid:
         raise ValueError(f"mode_grid needs a torch.nn.Module, not {type(model).__name__}")
     with isolated_rng(seed, str(_device_of(model, example_input))):
         cells = {(b, g): _run_cell(model, example_input, seed, b, g) for b in BEHAVIOURS for g in GRAD_MODES}
-    if not any(cell.forward_works for cell in cells.values()):
-        raise ValueError(
-            f"The model's forward failed on example_input in every mode: {cells['eval', 'no_grad'].forward_error}"
-        )
-    return ModeGrid(cells)
+        if not any(cell.forward_works for cell in cells.values()):
+            raise ValueError(
+                f"The model's forward failed on example_input in every mode: {cells['eval', 'no_grad'].forward_error}"
+            )
+        readers = training_readers(model, example_input, seed)
+    return ModeGrid(cells, readers)

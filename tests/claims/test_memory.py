@@ -9,8 +9,11 @@ closed forms are written out here from the architectures.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
+import gc
 import re
+import weakref
 from functools import partial
 
 import pytest
@@ -20,10 +23,12 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 from torch.utils.checkpoint import checkpoint
 
+from explorers.memory import card, figures, lesson, your_model
 from explorers.memory import experiment as lab
-from explorers.memory import figures, lesson
 from explorers.memory.experiment import MemoryOptions
 from explorers.units import format_bytes
+from tests.claims.falsify import falsifies
+from tests.zoo import ZOO, call
 
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
 
@@ -412,7 +417,7 @@ def estimates_are_labelled_estimated_in_scaling_units():
 def budgets_are_gibibytes():
     options = MemoryOptions(width=4096, depth=8, budget_gb=8)
     row = next(row for row in lab.remedies_table(options) if row["remedy"] == "as configured")
-    largest = int(row["largest batch"].replace(",", ""))
+    largest = int(row["largest batch"].replace(",", ""))  # below the grid's top: a plain number
 
     def fake_steady_peak(batch):
         with FakeTensorMode():
@@ -435,8 +440,8 @@ def doubling_evidence_matches():
 
 def evaluation_loop_keeps_every_steps_activations():
     curves = lab.retention(steps=4)
-    training_item, training_sum, evaluation = curves.values()
-    assert len(set(training_item)) == len(set(training_sum)) == 1
+    training_item, training_sum, evaluation_item, evaluation = curves.values()
+    assert len(set(training_item)) == len(set(training_sum)) == len(set(evaluation_item)) == 1
     kept = count_saved(MemoryOptions(width=256, depth=2), 32)[0]
     assert [b - a for a, b in zip(evaluation, evaluation[1:], strict=False)] == [kept] * 3
 
@@ -496,3 +501,215 @@ CLAIMS = [
 @pytest.mark.parametrize("claim", CLAIMS)
 def test_claim(claim):
     claim()
+
+
+# --- Issue 18: every sentence has a witness ------------------------------------------------------
+
+IN_PLACE_ERROR = "one of the variables needed for gradient computation has been modified by an inplace operation"
+
+
+def test_measure_refuses_to_train_on_a_saved_tensor_changed_in_place():
+    """The counting hooks used to hide PyTorch's version check: two steps ran on wrong gradients."""
+    model, batch = ZOO["inplace_on_saved"].build()
+    with pytest.raises(RuntimeError, match=IN_PLACE_ERROR):
+        ZOO["inplace_on_saved"].loss(call(copy.deepcopy(model), batch)).backward()
+    for precision in ("fp32", "bf16"):
+        with pytest.raises(ValueError, match=f"backward failed.*{IN_PLACE_ERROR}"):
+            your_model.measure(model, batch, optimizer="sgd", precision=precision)
+    with pytest.raises(ValueError, match=f"backward failed.*{IN_PLACE_ERROR}"):
+        your_model.estimate(lambda: ZOO["inplace_on_saved"].build())
+
+
+@pytest.mark.parametrize(
+    ("options", "phase"),
+    [
+        (MemoryOptions(width=128, depth=2, batch_size=2048), "the backward pass"),  # activations dominate
+        (MemoryOptions(width=1024, depth=2, batch_size=8), "the optimizer step"),  # state dominates
+    ],
+)
+def test_card_says_which_peak_happened_from_the_two_measured_peaks(options, phase):
+    """The card said the steady peak stacks state and activations; at the defaults both steps peak in the step."""
+    _, point, _ = lab_lines(options, sweep=False)
+    first, second = tracked_peaks(options, options.batch_size, steps=2)
+    answer = card.answer_card(point, None)
+    assert "so the peak stacks state and activations" not in answer.mechanism
+    assert format_bytes(first) in answer.evidence and format_bytes(second) in answer.evidence
+    assert f"during {phase}" in answer.evidence
+    if first == second:
+        assert "Steps 1 and 2 both peaked" in answer.evidence
+    else:
+        assert second > first and "From step 2 on" in answer.evidence
+
+
+def test_remedies_say_at_least_when_the_grid_top_fits():
+    options = MemoryOptions(width=64, depth=1, budget_gb=8)
+    row = next(row for row in lab.remedies_table(options) if row["remedy"] == "as configured")
+    top = lab.BATCHES[-1]
+    with FakeTensorMode():
+        above = max(tracked_peaks(options, 2 * top, steps=2))
+    assert above <= 8 * 2**30  # a batch larger than the grid's top fits too
+    assert row["largest batch"] == f"at least {top:,} (the largest tried)"
+
+
+def test_retention_lesson_follows_the_four_loops():
+    """Keeping `.item()` stays flat even without no_grad: what grows is a kept tensor holding a graph."""
+    options = MemoryOptions(width=64, depth=3)
+    curves = lab.retention(options, steps=4, batch=8)
+    lines = lesson.retention_lines(curves)
+    kept = count_saved(MemoryOptions(width=64, depth=3), 8)[0]  # one evaluation step's saved tensors
+    first = lines[0]
+    assert f"evaluation without no_grad, sum of loss tensors: grew by {format_bytes(kept)} per step" in first
+    assert "evaluation without no_grad, loss.item(): flat at" in first
+    assert "training, loss.item(): flat at" in first
+    assert lesson.STATEMENTS["graph_retention"].text in lines[1]
+    assert (
+        "or evaluates without `no_grad` retains graphs"
+        not in card.answer_card(
+            lab_lines(MemoryOptions(width=64, depth=2, batch_size=8), sweep=False)[1], None
+        ).recovery
+    )
+
+
+def test_the_optimizer_that_ran_is_said_and_the_default_can_be_measured():
+    options = MemoryOptions(width=256, depth=3, batch_size=16)
+    lines, point, _ = lab_lines(options, sweep=False)
+    model, x = hand_built(options, 16)
+    ran = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False).defaults["foreach"]
+    assert point.result.optimizer_call == f"Adam(lr=0.001, foreach={ran!r})"
+    assert f"`{point.result.optimizer_call}`: one parameter at a time" in sentence(lines, "optimizer ran as")
+    default = your_model.measure(model, x, foreach=None)
+    tracker_peaks = []
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)  # PyTorch's default implementation
+    for _ in range(2):
+        tracker = MemTracker()
+        tracker.track_external(model, optimizer, x)
+        with tracker:
+            model(x).float().pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        tracker_peaks.append(max(s["Total"] for s in tracker.get_tracker_snapshot("peak").values()))
+    assert (default.first_step.peak, default.steady_step.peak) == tuple(tracker_peaks)
+
+
+def test_estimate_notice_and_captions_follow_the_point():
+    options = MemoryOptions(width=4096, depth=8, batch_size=65536, accumulation=2)
+    _, point, _ = lab_lines(options, sweep=False)
+    notice = lesson.estimate_notice(point, lab.MEASURE_LIMIT_BYTES)
+    assert not point.measured and "Batch 65,536 was estimated" in notice
+    assert format_bytes(point.result.peak) in notice
+    assert lesson.metrics_caption(options, point, "X").startswith("At a micro-batch of 32,768, estimated on fake")
+
+
+# General statements (explorers/memory/lesson.py STATEMENTS), tried on the zoo.
+
+
+def doubled(batch):
+    """The zoo batch twice over, along the first dimension."""
+    return torch.utils._pytree.tree_map_only(torch.Tensor, lambda t: torch.cat([t, t]), batch)
+
+
+def saved_bytes(model, batch, specimen) -> int:
+    skip = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers()]}
+    skip |= {t.untyped_storage().data_ptr() for t in torch.utils._pytree.tree_leaves(batch) if torch.is_tensor(t)}
+    found = {}
+
+    def pack(tensor):
+        if tensor.untyped_storage().data_ptr() not in skip:
+            found[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        specimen.loss(call(model, batch))
+    return sum(found.values())
+
+
+def state_after_one_step(model, batch, specimen) -> tuple[int, int]:
+    """(gradient bytes, Adam state bytes) after one step; (0, 0) when backward has nothing to do or refuses."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    loss = specimen.loss(call(model, batch))
+    if not trainable or not loss.requires_grad:
+        return 0, 0
+    try:
+        loss.backward()
+    except RuntimeError:  # the in-place specimen: PyTorch refuses, no step
+        return 0, 0
+    optimizer = torch.optim.Adam(trainable)
+    optimizer.step()
+    grads = sum(p.grad.numel() * p.grad.element_size() for p in trainable if p.grad is not None)
+    state = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values())
+    return grads, state
+
+
+@falsifies(lesson.STATEMENTS["batch_split"])
+@pytest.mark.parametrize("name", list(ZOO))
+def test_state_is_batch_independent_and_saved_tensors_grow(name):
+    specimen = ZOO[name]
+    model, batch = specimen.build()
+    twin = copy.deepcopy(model)
+    model.train()
+    twin.train()
+    small, large = saved_bytes(model, batch, specimen), saved_bytes(twin, doubled(batch), specimen)
+    assert large > small or small == large == 0
+    model, batch = specimen.build()
+    twin = copy.deepcopy(model)
+    assert state_after_one_step(model, batch, specimen) == state_after_one_step(twin, doubled(batch), specimen)
+
+
+@falsifies(lesson.STATEMENTS["optimizer_state"])
+@pytest.mark.parametrize("name", list(ZOO))
+@pytest.mark.parametrize("make", ["adam", "adamw", "sgd_momentum", "sgd"])
+def test_optimizer_state_appears_at_the_first_step_and_stays(name, make):
+    specimen = ZOO[name]
+    model, batch = specimen.build()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if not trainable:
+        return  # nothing to optimise
+    optimizer = {
+        "adam": lambda: torch.optim.Adam(trainable),
+        "adamw": lambda: torch.optim.AdamW(trainable),
+        "sgd_momentum": lambda: torch.optim.SGD(trainable, lr=0.01, momentum=0.9),
+        "sgd": lambda: torch.optim.SGD(trainable, lr=0.01),
+    }[make]()
+    assert not optimizer.state
+    with torch.no_grad():
+        for p in trainable:
+            p.grad = torch.ones_like(p)  # a gradient of our own: the in-place specimen's backward refuses
+    optimizer.step()
+    held = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t) and t.dim() > 0]
+    assert bool(held) == (make != "sgd")
+    refs = [weakref.ref(t) for t in held]
+    for _ in range(2):
+        specimen.loss(call(model, batch))  # a later forward
+        optimizer.step()
+    assert all(r() is not None for r in refs)  # the same tensors, alive through later forwards and steps
+
+
+@falsifies(lesson.STATEMENTS["graph_retention"])
+@pytest.mark.parametrize("name", list(ZOO))
+def test_a_kept_loss_keeps_its_saved_tensors_and_a_float_keeps_none(name):
+    specimen = ZOO[name]
+    for keep_tensor in (True, False):
+        model, batch = specimen.build()
+        model.train()
+        existing = [*model.parameters(), *model.buffers(), *torch.utils._pytree.tree_leaves(batch)]
+        ignore = {t.untyped_storage().data_ptr() for t in existing if torch.is_tensor(t)}  # they outlive any graph
+        refs = []
+
+        def pack(tensor, refs=refs, ignore=ignore):
+            if tensor.untyped_storage().data_ptr() not in ignore:
+                refs.append(weakref.ref(tensor.untyped_storage()))  # the memory, not the Python object
+            # A detached alias: returning the tensor itself would tie a saved output to its own grad_fn in a
+            # cycle Python's collector cannot see, and keep it alive for the wrong reason.
+            return tensor.detach()
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            loss = specimen.loss(call(model, batch))
+        kept = loss if keep_tensor else loss.item()
+        del loss
+        gc.collect()
+        alive = [r for r in refs if r() is not None]
+        if keep_tensor and refs:
+            assert alive  # the kept tensor holds the graph, and the graph its saved tensors
+        if not keep_tensor:
+            assert not alive
+        del kept

@@ -18,7 +18,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from explorers import modes
-from explorers.modes import ModesOptions, figures, lesson
+from explorers.modes import ModesOptions, card, figures, lesson
+from explorers.modes import experiment as modes_experiment
+from tests.claims.falsify import falsifies
+from tests.zoo import ZOO, call, float_tensors
 
 IN_FEATURES, CLASSES, SAMPLES, STEPS = 8, 2, 512, 120
 DEFAULT = ModesOptions()
@@ -150,9 +153,16 @@ def eval_enable_grad_sentence(options: ModesOptions) -> None:
     assert model.eval()(x).grad_fn is not None
     assert text.startswith(
         "`eval()` + `enable_grad`: dropout off and BatchNorm normalising with its running statistics and leaving "
-        "them unchanged, yet autograd still recorded a graph"
+        "them unchanged, yet autograd still recorded a graph (the output has a `grad_fn`)"
     )
-    assert f"holding **{shown_bytes(saved_bytes(options, 'eval'))}** for backward" in text
+    with torch.no_grad():
+        assert (
+            model.eval()(x).grad_fn is None
+        )  # eval() + no_grad: no graph, nothing saved: the bytes are the grad mode's
+    assert (
+        f"holding **{shown_bytes(saved_bytes(options, 'eval'))}** for backward where `eval()` + `no_grad` held 0 B"
+        in (text)
+    )
 
 
 def saved_bytes_bars(options: ModesOptions) -> None:
@@ -177,13 +187,17 @@ def inference_output_sentence(options: ModesOptions) -> None:
         plain = model(x)
     (out + scale).sum().backward()  # add saves nothing for backward: works
     (plain * scale).sum().backward()  # a no_grad output is an ordinary tensor: works
+    plain.add_(1)  # and so is an in-place update of it
     refusal = pytorch_error(lambda: (out * scale).sum().backward()).split(". ")[0]
     assert refusal == "Inference tensors cannot be saved for backward"
+    in_place = pytorch_error(lambda: out.add_(1)).split(".You")[0]
+    assert in_place == "Inplace update to inference tensor outside InferenceMode is not allowed"
     assert "saved **0 B** and returned an inference tensor" in text
     assert "`(out + s).sum().backward()` worked" in text
     assert f"`(out * s).sum().backward()` failed with *{refusal}*" in text
-    assert "Only an op that must save an inference tensor for backward fails." in text
-    assert "The same `(out * s)` worked on the `no_grad` output" in text
+    assert f"`out.add_(1)` failed with *{in_place}*" in text
+    assert lesson.STATEMENTS["inference_tensors"].text in text
+    assert "Both worked on the `no_grad` output" in text
 
 
 def facts_by_torch(options: ModesOptions, behaviour: str, context) -> dict[str, bool]:
@@ -233,7 +247,12 @@ def cell_evidence_lines(options: ModesOptions) -> None:
 
 def predict_then_reveal(options: ModesOptions) -> None:
     text = lesson.predict_evidence(modes.lab_grid(options)[("train", "no_grad")])
-    assert f"running_mean moved by up to {running_mean_shift(options):.3g}." in text
+    with torch.no_grad():
+        model, x = lab_model(options)
+        assert model.train()(x).grad_fn is None
+    assert (
+        f"in a forward that recorded no graph, running_mean moved by up to {running_mean_shift(options):.3g}." in text
+    )
 
 
 # Claims about the misleading validation, against the experiment redone here.
@@ -405,3 +424,230 @@ CLAIMS = [
 @pytest.mark.parametrize(("check", "setting"), CLAIMS)
 def test_claim(check, setting):
     check(setting)
+
+
+# Issue 18: every sentence has a witness. The zoo (tests/zoo.py) is the adversary.
+
+IN_PLACE_ERROR = "one of the variables needed for gradient computation has been modified by an inplace operation"
+READS_TRAINING = ("rrelu", "lstm_dropout", "attention_dropout", "instance_norm_running", "plain_mlp")
+
+
+def modules_reading_training(model: nn.Module, batch) -> set[str]:
+    """Names of the modules whose own forward reads `training`, found by flipping one module's flag at a time.
+
+    Everything else stays in eval(); a module reads the flag when flipping it alone changes the output
+    (under either of two seeds) or any buffer. Independent of the lab, which replays modules one by one.
+    """
+
+    def run(flipped: str | None, seed: int):
+        twin = copy.deepcopy(model).eval()
+        if flipped is not None:
+            dict(twin.named_modules())[flipped].training = True  # this module's own flag, not its children's
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            out = call(twin, batch)
+        return [t.clone() for t in float_tensors(out)], [b.clone() for b in twin.buffers()]
+
+    found = set()
+    with torch.random.fork_rng():
+        base = [run(None, seed) for seed in (0, 1)]
+        for name, _ in model.named_modules():
+            flipped = [run(name, seed) for seed in (0, 1)]
+            for (out, buffers), (out0, buffers0) in zip(flipped, base, strict=True):
+                if not all(map(torch.equal, out, out0)) or not all(map(torch.equal, buffers, buffers0)):
+                    found.add(name)
+    return found
+
+
+@pytest.mark.parametrize("name", READS_TRAINING)
+def test_modules_reading_training_are_found_by_measurement_not_by_type(name):
+    """The old card said Dropout and BatchNorm read `training`, nothing else; RReLU, LSTM and attention dropout
+    and InstanceNorm with running statistics read it too, and mode_grid showed no difference on them."""
+    model, batch = ZOO[name].build()
+    grid = modes.mode_grid(model, batch)
+    truth = modules_reading_training(model, batch)
+    assert truth and {r.name for r in grid.readers} == truth
+    text = line(lesson.explain(grid), "Replayed alone")
+    for reader in grid.readers:
+        assert f"`{reader.name}` ({reader.kind}:" in text
+    evidence = card.answer_card(grid, modes.misleading_validation(ModesOptions(repeats=2))).evidence
+    assert all(lesson.reader_words(r) in evidence for r in grid.readers)  # the card quotes the same fields
+
+
+@pytest.mark.parametrize("name", ["rrelu", "lstm_dropout", "attention_dropout"])
+def test_randomness_in_train_mode_is_measured_on_any_module(name):
+    model, batch = ZOO[name].build()
+    outputs = []
+    with torch.random.fork_rng(), torch.no_grad():
+        for seed in (0, 1):
+            torch.manual_seed(seed)
+            outputs.append(call(copy.deepcopy(model).train(), batch))
+    assert not torch.equal(*outputs)  # two train() forwards from the same weights differ
+    marks = grid_marks(modes.mode_grid(model, batch))["a second forward differs (random)"]
+    assert [m[0] for m in marks] == ["✓"] * 3 + ["✗"] * 3
+
+
+def test_instance_norm_running_statistics_moved_and_named():
+    model, batch = ZOO["instance_norm_running"].build()
+    twin = copy.deepcopy(model).train()
+    with torch.no_grad():
+        twin(batch)
+    moved = sorted(
+        n for (n, b), (_, b0) in zip(twin.named_buffers(), model.named_buffers(), strict=True) if not torch.equal(b, b0)
+    )
+    grid = modes.mode_grid(model, batch)
+    assert moved and sorted(grid[("train", "no_grad")].buffers_moved) == moved
+    assert grid[("eval", "no_grad")].buffers_moved == ()
+    text = line(lesson.explain(grid), "`train()` + `no_grad`")
+    assert all(f"`{n}`" in text for n in moved) and "still moved" in text
+
+
+def test_backward_on_an_in_place_change_of_a_saved_tensor_reports_pytorchs_error():
+    """The counting hooks used to hide PyTorch's version check: backward 'worked' on wrong gradients."""
+    model, batch = ZOO["inplace_on_saved"].build()
+    refusal = pytorch_error(lambda: ZOO["inplace_on_saved"].loss(call(copy.deepcopy(model), batch)).backward())
+    assert refusal.startswith(IN_PLACE_ERROR)
+    grid = modes.mode_grid(model, batch)
+    for behaviour in ("train", "eval"):
+        cell = grid[(behaviour, "enable_grad")]
+        assert cell.builds_graph and cell.backward_works is False and cell.backward_error.startswith(IN_PLACE_ERROR)
+    text = line(lesson.explain(grid), "`train()` + `enable_grad`, `eval()` + `enable_grad`: the forward built")
+    assert f"failed with PyTorch's error *{IN_PLACE_ERROR}" in text
+    assert grid_marks(grid)["output.sum().backward() works"][:1] == ["✗"]
+
+
+def saved_by_torch(model: nn.Module, batch, grad_mode) -> int:
+    """Bytes autograd saves beyond the parameters, buffers and input, counted with our own pack hook."""
+    inputs = [t for t in torch.utils._pytree.tree_leaves(batch) if torch.is_tensor(t)]  # integer tokens too
+    skip = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *model.buffers(), *inputs]}
+    found = {}
+
+    def pack(tensor):
+        if tensor.untyped_storage().data_ptr() not in skip:
+            found[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), grad_mode():
+        call(model, batch)
+    return sum(found.values())
+
+
+@pytest.mark.parametrize("name", ["add_only", "plain_mlp", "tied_weights"])
+def test_eval_enable_grad_bytes_are_said_only_with_a_witness(name):
+    """'eval() + enable_grad saved nothing' proves nothing about the switches when the model saves nothing."""
+    model, batch = ZOO[name].build()
+    model.eval()
+    saved, saved_no_grad = saved_by_torch(model, batch, torch.enable_grad), saved_by_torch(model, batch, torch.no_grad)
+    grid = modes.mode_grid(model, batch)
+    text = line(lesson.explain(grid), "`eval()` + `enable_grad`")
+    evidence = card.answer_card(grid, modes.misleading_validation(ModesOptions(repeats=2))).evidence
+    assert saved_no_grad == 0 and "saves nothing" not in text
+    if saved:
+        assert f"holding **{shown_bytes(saved)}** for backward where `eval()` + `no_grad` held 0 B" in text
+        assert f"saved {shown_bytes(saved)} for backward, `eval()` + `no_grad` 0 B" in evidence
+    else:
+        assert "holding" not in text and "for backward, `eval()` + `no_grad`" not in evidence
+
+
+def test_in_place_update_of_an_inference_output_is_refused_at_other_settings():
+    options = ModesOptions(width=16, batch_size=5, dropout_p=0.2, seed=7)
+    model, x = lab_model(options)
+    with torch.inference_mode():
+        out = model.eval()(x)
+    refusal = pytorch_error(lambda: out.add_(1))
+    cell = modes.lab_grid(options)[("eval", "inference_mode")]
+    assert cell.reuse_inplace_error == refusal.strip()
+    text = line(lab_lines(options), "`eval()` + `inference_mode`")
+    assert f"`out.add_(1)` failed with *{refusal.split('.You')[0]}*" in text
+    assert "Only an op" not in text
+
+
+def test_model_label_follows_the_options():
+    options = ModesOptions(width=24, dropout_p=0.3, momentum=0.25)
+    model, _ = lab_model(options)
+    label = modes_experiment.model_label(options)
+    assert label.split(" → ") == [
+        f"Linear({model[0].in_features}→{model[0].out_features})",
+        f"BatchNorm1d({model[1].num_features}, momentum {model[1].momentum:g})",
+        "ReLU",
+        f"Dropout(p={model[3].p:g})",
+        f"Linear({model[4].in_features}→{model[4].out_features})",
+    ]
+
+
+def test_card_mechanism_is_the_statements():
+    mechanism = card.answer_card(modes.lab_grid(P_ZERO), modes.misleading_validation(ModesOptions(repeats=2))).mechanism
+    assert "dropout and BatchNorm read it" not in mechanism
+    for key in ("train_flag", "no_graph", "inference_tensors"):
+        assert lesson.STATEMENTS[key].text in mechanism
+
+
+# General statements (explorers/modes/lesson.py STATEMENTS), each tried on every zoo specimen.
+
+
+@falsifies(lesson.STATEMENTS["train_flag"])
+@pytest.mark.parametrize("name", list(ZOO))
+def test_train_and_eval_flip_every_flag_and_change_no_value(name):
+    model, _ = ZOO[name].build()
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    for training in (False, True, False):
+        model.train(training)
+        assert all(m.training is training for m in model.modules())
+        assert all(torch.equal(v, start[k]) for k, v in model.state_dict().items())
+        assert all(p.grad is None for p in model.parameters())
+
+
+@falsifies(lesson.STATEMENTS["no_graph"])
+@pytest.mark.parametrize("name", list(ZOO))
+def test_no_grad_and_inference_mode_record_no_graph(name):
+    for behaviour in (True, False):
+        for grad_mode in (torch.no_grad, torch.inference_mode):
+            model, batch = ZOO[name].build()
+            model.train(behaviour)
+            packed = []
+
+            def pack(tensor, packed=packed):
+                packed.append(tensor)
+                return tensor
+
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), grad_mode():
+                out = call(model, batch)
+            assert not packed
+            assert all(t.grad_fn is None for t in float_tensors(out))
+
+
+@falsifies(lesson.STATEMENTS["grad_mode_values"])
+@pytest.mark.parametrize("name", list(ZOO))
+def test_grad_mode_does_not_change_the_values(name):
+    for behaviour in (True, False):
+        outputs = []
+        for grad_mode in (torch.enable_grad, torch.no_grad, torch.inference_mode):
+            model, batch = ZOO[name].build()
+            model.train(behaviour)
+            with torch.random.fork_rng():
+                torch.manual_seed(0)
+                with grad_mode():
+                    out = call(model, batch)
+            outputs.append([t.detach().clone() for t in float_tensors(out)])
+        for other in outputs[1:]:
+            assert all(torch.allclose(a, b) for a, b in zip(outputs[0], other, strict=True))
+
+
+@falsifies(lesson.STATEMENTS["inference_tensors"])
+@pytest.mark.parametrize("name", list(ZOO))
+def test_inference_outputs_refuse_saving_and_in_place_but_allow_the_rest(name):
+    model, batch = ZOO[name].build()
+    model.eval()
+    with torch.inference_mode():
+        outputs = float_tensors(call(model, batch))
+    with torch.no_grad():
+        ordinary = float_tensors(call(model, batch))
+    scale = torch.ones((), requires_grad=True)
+    for out, plain in zip(outputs, ordinary, strict=True):
+        assert out.is_inference() and not plain.is_inference()
+        (out + scale).sum().backward()
+        assert not works(lambda out=out: (out * scale).sum().backward())
+        assert not works(lambda out=out: out.add_(1))
+        (plain * scale).sum().backward()
+        plain.add_(1)
+        out.detach().add_(1)  # the scope's exception: a view made later escapes the in-place check

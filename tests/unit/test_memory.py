@@ -1,5 +1,6 @@
 """Memory of one real training step, by category; fake-tensor estimates; retention."""
 
+import copy
 import dataclasses
 
 import pytest
@@ -184,8 +185,9 @@ def test_gradient_accumulation_shrinks_activations_only():
 
 def test_summing_loss_tensors_in_evaluation_grows_and_item_does_not():
     curves = memory_lab.retention(MemoryOptions(width=64, depth=2), steps=5, batch=16)
-    fixed, training_bug, evaluation_bug = curves.values()
+    fixed, training_bug, evaluation_item, evaluation_bug = curves.values()
     assert fixed[-1] == fixed[0]
+    assert evaluation_item[-1] == evaluation_item[0]  # no no_grad, yet a float keeps no graph
     assert training_bug[-1] == training_bug[0]  # backward already freed the saved tensors
     growth = [b - a for a, b in zip(evaluation_bug, evaluation_bug[1:], strict=False)]
     assert all(g > 0 for g in growth) and len(set(growth)) == 1  # the same activations kept every step
@@ -255,8 +257,10 @@ FAMILY = {
     "dict-output": lambda: (Branches("dict"), torch.randn(4, 8)),
     "dict-input": lambda: (Branches(), {"x": torch.randn(4, 8), "mask": torch.ones(4, 16)}),
     "frozen-layer": frozen_first_layer,
+    # In-place ops PyTorch accepts. The other order (ReLU then in-place Dropout) changes ReLU's saved output,
+    # and backward refuses it: see test_measure_raises_pytorchs_error_for_a_saved_tensor_changed_in_place.
     "in-place": lambda: (
-        nn.Sequential(nn.Linear(8, 16), nn.ReLU(inplace=True), nn.Dropout(0.5, inplace=True), nn.Linear(16, 1)),
+        nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.5, inplace=True), nn.ReLU(inplace=True), nn.Linear(16, 1)),
         torch.randn(4, 8),
     ),
     "input-edited-in-place": lambda: (nn.Sequential(nn.ReLU(inplace=True), nn.Linear(8, 1)), torch.randn(4, 8)),
@@ -267,6 +271,20 @@ FAMILY = {
     ),
     "existing-gradients-eval-mode": lambda: _with_gradients_in_eval(),
 }
+
+
+def test_measure_raises_pytorchs_error_for_a_saved_tensor_changed_in_place():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(inplace=True), nn.Dropout(0.5, inplace=True), nn.Linear(16, 1))
+    x = torch.randn(4, 8)
+    with pytest.raises(RuntimeError) as plain:
+        torch.manual_seed(0)
+        copy.deepcopy(model)(x).pow(2).mean().backward()
+    before = snapshot(model, x)
+    with pytest.raises(ValueError, match="the model's backward failed") as lab:
+        memory.measure(model, x)
+    assert str(plain.value).split(",")[0] in str(lab.value)  # PyTorch's own words
+    same(before, snapshot(model, x))
 
 
 def _with_gradients_in_eval():

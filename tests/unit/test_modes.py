@@ -262,7 +262,9 @@ def test_in_place_dropout_is_measured_like_dropout_and_the_forward_is_not_droppe
     with torch.no_grad(), torch.random.fork_rng():  # the forward itself, unprobed, with the cell's seed
         torch.manual_seed(3)
         expected = plain[3](nn.functional.dropout(plain[1](plain[0](x)), 0.5, training=True))
-    assert torch.equal(outputs[1], expected)  # the train() + no_grad cell: one dropout, not two
+    # Each cell runs its forward, then a second one under another seed (its `output_random` witness):
+    # outputs[2] is the train() + no_grad cell's own forward. One dropout, not two.
+    assert torch.equal(outputs[2], expected)
 
 
 def test_batchnorm_on_a_batch_of_one_puts_pytorchs_error_in_the_train_cells():
