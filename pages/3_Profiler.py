@@ -50,7 +50,7 @@ with bench, page.controls():
         "Data cost (ms/batch)",
         *lab.DATA_COST_RANGE,
         key=key("data_cost_ms"),
-        help="Simulated augmentation: the collate function sleeps this long per batch.",
+        help=lesson.DATA_COST_HELP,
     )
     row[1].slider("DataLoader workers", *lab.WORKERS_RANGE, key=key("num_workers"))
     row = st.columns(2)
@@ -61,18 +61,16 @@ with bench, page.controls():
         "Active steps",
         *lab.ACTIVE_RANGE,
         key=key("active"),
-        help=f"Per round: this many steps without the profiler, then as many with it, {lab.ROUNDS} rounds in all.",
+        help=lesson.active_help(lab.ROUNDS),
     )
     row[1].number_input("Seed", *lab.SEED_RANGE, key=key("seed"), step=1)
     row = st.columns(2)
-    row[0].toggle(
-        "pin_memory", key=key("pin_memory"), disabled=not cuda, help="Pinned memory only matters for GPU copies."
-    )
+    row[0].toggle("pin_memory", key=key("pin_memory"), disabled=not cuda, help=lesson.PIN_MEMORY_HELP)
     row[1].toggle(
         "sync per phase",
         key=key("synchronize"),
         disabled=not cuda,
-        help="On CUDA, without synchronize, GPU time is charged to whichever phase waits for it.",
+        help=lesson.SYNC_HELP,
     )
 
 
@@ -121,13 +119,10 @@ def shown(options: ProfileOptions) -> dict:
 
 settings = shown(options)
 with bench:
-    st.caption(
-        "Every number here is measured live, so timings vary between runs and between machines: a shared link "
-        "reopens the same settings and comparison, not the same numbers. **Profile again** shows how much they move."
-    )
+    st.caption(lesson.LIVE_NUMBERS)
     experiment = lesson.suggestion(options, result)
     if experiment:
-        st.markdown(f"**An experiment the verdict points to:** {experiment.label}. Try it to measure whether it helps.")
+        st.markdown(lesson.experiment_offer(experiment))
         st.button("Try it", key="apply", on_click=try_experiment, args=(experiment,), type="primary")
     st.button(
         "Profile again",
@@ -179,11 +174,11 @@ with ops:
             "total ms": st.column_config.NumberColumn(format="%.2f"),
         },
     )
-    st.caption(f"Summed over all {len(result.steps)} profiled steps.")
+    st.caption(lesson.top_ops_caption(result))
 with naive:
     st.subheader("Profiler versus a stopwatch")
     st.dataframe(charts.timing_table(result), hide_index=True)
-    st.caption(lesson.overhead(result.overhead_ratios, result.steps_per_round))
+    st.caption(lesson.overhead(result))
     trace = Path(result.trace_path)
     st.download_button(
         "⬇ Chrome trace of the last round (open in Perfetto)",
@@ -206,8 +201,7 @@ if st.session_state.get(choice_key) is not None:
     answer, evidence = lesson.data_cost_evidence(*measured)
 figures.predict_then_reveal(
     choice_key,
-    f"From these settings without data work, add {lesson.DATA_COST_QUESTION_MS} ms of it per batch (no workers). "
-    "Which bar grows most?",
+    lesson.data_cost_question(),
     list(PHASES),
     answer,
     evidence,

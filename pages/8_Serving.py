@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from explorers.serving import actions, experiment, export, lesson
+from explorers.serving import actions, card, experiment, export, lesson
 from explorers.serving import figures as charts
 from explorers.serving.experiment import SEED_RANGE, SHIFT_RANGE, ServingOptions
 from explorers.serving.pipeline import MISMATCHES
@@ -24,13 +24,13 @@ bench, stage = page.workbench()
 with bench:  # the mismatches and the shift stay in view when presenting: they are what the presenter clicks
     st.markdown("**Inject into serving**")
     for name, mismatch in MISMATCHES.items():  # one per row: two columns clip the labels at 1280 px
-        st.checkbox(mismatch.title, key=key(name), help=f"{mismatch.what} It enters at {mismatch.stage}.")
+        st.checkbox(mismatch.title, key=key(name), help=lesson.mismatch_help(mismatch))
     st.slider(
         "Live traffic shift (std)",
         *SHIFT_RANGE,
         step=0.25,
         key=key("shift"),
-        help="Moves the mean of monthly charges and support calls by this many training standard deviations.",
+        help=lesson.SHIFT_HELP,
     )
 with bench, page.controls():
     st.number_input("Seed (data, training, traffic)", *SEED_RANGE, key=key("seed"), step=1)
@@ -51,10 +51,8 @@ with stage:
         figures.caption("Golden set, stage by stage", settings, page.device),
         "serving-stages",
     )
-    if c.first_divergent_stage is None:
-        st.success(f"**Golden set:** all {c.golden_size} requests match the recorded outputs at every stage.")
-    else:
-        st.warning(f"**Golden set:** the first stage that differs is **{c.first_divergent_stage}**.")
+    clean, verdict = lesson.golden_verdict(c)
+    (st.success if clean else st.warning)(verdict)
     validation, recorded, served = st.columns(3)
     validation.metric("Validation", actions.percent(c.validation_accuracy))
     recorded.metric("Recorded, live", actions.percent(c.reference_accuracy))
@@ -72,8 +70,7 @@ with st.container(border=True):
 if options.mismatches:
     with st.expander(f"What the serving code does differently ({len(options.mismatches)})"):
         for name in options.mismatches:
-            m = MISMATCHES[name]
-            st.markdown(f"**{m.title}** (enters at {m.stage}): {m.what}\n```python\n{m.code}\n```")
+            st.markdown(lesson.mismatch_details(MISMATCHES[name]))
 
 golden, drift = st.columns(2, gap="large")
 with golden:
@@ -86,7 +83,7 @@ with drift:
 
 st.subheader("The input-to-output contract")
 st.dataframe(charts.contract_table(c), hide_index=True)
-st.caption("Take the check to your own service: replay these inputs and compare every stage with these outputs.")
+st.caption(lesson.TAKE_THE_CHECK)
 csv, golden_json, pipeline_json, checkpoint = st.columns(4)
 artefact = c.artefact
 stem = f"serving-seed{artefact.seed}"
@@ -113,7 +110,7 @@ checkpoint.download_button(
 
 lines = lesson.explain(c)
 figures.why_panel(lines)
-figures.answer_card(lesson.answer_card(c))
+figures.answer_card(card.answer_card(c))
 figures.predict_then_reveal(
     key("predict"),
     lesson.PREDICT_QUESTION,

@@ -1,8 +1,10 @@
 """The Profiler lab's lesson: what the run shows, an experiment to try, and the predict-then-reveal evidence.
 
-Every sentence is built from the measured numbers of the run it describes, and a
-difference is called only when it exceeds the noise margin (`noise`): timings on a
-shared machine scatter, and a sentence that flips between two identical runs teaches nothing.
+Every sentence about a run is built from the measured numbers of that run, and a
+difference is called when it exceeds the noise margin (`noise`): timings on a shared
+machine scatter, and a sentence that flips between two identical runs teaches nothing.
+What the lab says about PyTorch in general is in STATEMENTS, each with its scope and
+source, and tested in tests/claims/test_profiler.py.
 """
 
 from __future__ import annotations
@@ -14,6 +16,64 @@ from collections.abc import Sequence
 from explorers.profiler.experiment import OPTIMIZERS, THREADS_RANGE, WIDTH_RANGE, WIDTHS, WORKERS_RANGE, ProfileOptions
 from explorers.profiler.noise import ms, unpaired_gap
 from explorers.profiler.your_model import PHASES, VERDICTS, ProfileResult
+from explorers.statements import Statement
+
+STATEMENTS: dict[str, Statement] = {
+    "cuda_async": Statement(
+        text=(
+            "Without `torch.cuda.synchronize()` GPU work is asynchronous: a phase ends when its kernels are "
+            "launched, and their time is charged to whatever waits for them later"
+        ),
+        scope="CUDA tensors; on the CPU each operator has finished when it returns",
+        source="https://pytorch.org/docs/stable/notes/cuda.html#asynchronous-execution",
+    ),
+    "record_function": Statement(
+        text=(
+            "A `record_function` label becomes one event in the profiler's results, spanning every operator that "
+            "runs inside it, so a phase's time can be read from the profile"
+        ),
+        scope="while torch.profiler records (not in its wait or warm-up steps); on the CPU, timed by the host clock",
+        source="torch/autograd/profiler.py: record_function",
+    ),
+    "larger_batch": Statement(
+        text=(
+            "A larger batch gives each step more arithmetic, so a compute-bound step gets longer; it raises "
+            "samples per second mainly when fixed per-step costs, not compute, fill the step"
+        ),
+        scope="models whose work grows with the batch (every row processed); the gain varies with the machine's load",
+        source="https://pytorch.org/tutorials/recipes/recipes/tuning_guide.html",
+    ),
+}
+
+# --- Sentences the page shows around its controls ---------------------------------------------------
+
+LIVE_NUMBERS = (
+    "Every number here is measured live, so timings vary between runs and between machines: a shared link "
+    "reopens the same settings and comparison, not the same numbers. **Profile again** shows how much they move."
+)
+DATA_COST_HELP = "Simulated augmentation: the collate function sleeps this long per batch."
+PIN_MEMORY_HELP = "Page-locked host memory for host-to-GPU copies; the lab passes it to the DataLoader on CUDA."
+SYNC_HELP = f"{STATEMENTS['cuda_async'].text}."
+
+
+def active_help(rounds: int) -> str:
+    return f"Per round: this many steps without the profiler, then as many with it, {rounds} rounds in all."
+
+
+def experiment_offer(experiment: Experiment) -> str:
+    return f"**An experiment the verdict points to:** {experiment.label}. Try it to measure whether it helps."
+
+
+def top_ops_caption(result: ProfileResult) -> str:
+    return f"Summed over all {len(result.steps)} profiled steps."
+
+
+def data_cost_question() -> str:
+    return (
+        f"From these settings without data work, add {DATA_COST_QUESTION_MS} ms of it per batch (no workers). "
+        "Which bar grows most?"
+    )
+
 
 SUGGESTED_WORKERS = 2
 DATA_COST_QUESTION_MS = 20
@@ -104,28 +164,47 @@ def outcome(change: str, before: Sequence[float], after: Sequence[float]) -> tup
     return "same", f"Measured: {change} made no difference beyond the noise, {measured}, within {margin}."
 
 
-def overhead(ratios: Sequence[float], steps_per_round: int) -> str:
-    """The profiler's cost, from alternating blocks with and without it; within the noise when their spread spans 1."""
+def per_step_overhead(ratios: Sequence[float], steps_per_round: int) -> str:
+    """The profiler's cost per recorded step, from alternating blocks; within the noise when their spread spans 1."""
     low, high = min(ratios), max(ratios)
     spread = f"{low:.2f}× to {high:.2f}×"
     blocks = f"{len(ratios)} rounds of {steps_per_round} steps without the profiler, then {steps_per_round} with it"
     if low > 1:
         return (
-            f"The profiler made each step about {statistics.median(ratios):.2f}× as long as without it "
-            f"({spread} over {blocks})."
+            f"Per step, the profiler made each recorded step about {statistics.median(ratios):.2f}× as long as "
+            f"without it ({spread} over {blocks})."
         )
     if high < 1:
         return (
-            f"Too close to call: over {blocks}, the blocks with the profiler happened to run faster ({spread}), "
-            "yet the profiler only adds work: its cost here is smaller than how much the step time wanders."
+            f"Per step, too close to call: over {blocks}, the recorded steps happened to run faster ({spread}); "
+            "the profiler adds work, and here that work is smaller than how much the step time wanders."
         )
     return (
-        f"Too close to call: the profiler's cost is within the noise. Blocks with it took {spread} as long as "
-        f"the blocks without it, over {blocks}."
+        f"Per step, too close to call: recorded steps took {spread} as long as the steps without the profiler, "
+        f"over {blocks}."
     )
 
 
-def _first_step(options: ProfileOptions, result: ProfileResult) -> str:
+def window_overhead(result: ProfileResult) -> str:
+    """The whole profiler window against as many plain steps: what profiling costs beyond the step bodies."""
+    windows, blocks, ratios = result.window_ms, result.unprofiled_block_ms, result.window_ratios
+    i = ratios.index(statistics.median_low(ratios))
+    warmup = f"{result.profiler_warmup_steps} warm-up step{'s' if result.profiler_warmup_steps > 1 else ''}"
+    return (
+        f"The whole profiler window (entering it, {warmup}, {result.steps_per_round} recorded steps, stopping it "
+        f"and collecting its results) took {ms(windows[i])} ms against {ms(blocks[i])} ms for "
+        f"{result.steps_per_round} steps without it, {ratios[i]:.1f}× as long (median round; "
+        f"{min(ratios):.1f}× to {max(ratios):.1f}× over {len(ratios)} rounds)."
+    )
+
+
+def overhead(result: ProfileResult) -> str:
+    """Both costs of profiling: per recorded step, and the whole window around the recorded steps."""
+    per_step = per_step_overhead(result.overhead_ratios, result.steps_per_round)
+    return f"{per_step} {window_overhead(result)}" if result.window_ms else per_step
+
+
+def _first_step(result: ProfileResult) -> str:
     first = result.warmup_steps[0]
     slowest = max(result.unprofiled_ms)
     if first.wall_ms <= slowest:
@@ -134,17 +213,34 @@ def _first_step(options: ProfileOptions, result: ProfileResult) -> str:
             f"({ms(slowest)} ms, same stopwatch, no profiler): no one-off cost shows in this run."
         )
     typical = statistics.median(result.unprofiled_ms)
-    phase = max(PHASES, key=first.phases.get)
-    once = ["creating the DataLoader iterator"]
-    if options.num_workers:
-        once.append(f"starting its {options.num_workers} worker process(es)")
-    if options.optimizer != "sgd":
-        once.append(f"{OPTIMIZER_NAMES[options.optimizer]} creating its per-parameter state")
-    return (
+    line = (
         f"The first warm-up step took {ms(first.wall_ms)} ms, {first.wall_ms / typical:.1f}× a typical steady step "
-        f"({ms(typical)} ms, same stopwatch, no profiler), most of it in `{phase}` ({ms(first.phases[phase])} ms): "
-        f"one-off work ({', '.join(once)}). An average that includes it is skewed, so the lab measures after warm-up."
+        f"({ms(typical)} ms, same stopwatch, no profiler)"
     )
+    if result.unprofiled_steps:
+        line += f"; {_extra_time(first.phases, first.wall_ms - typical, result)}"
+    measured = _one_off_work(result)
+    return f"{line}. {measured}An average that includes it is skewed, so the lab measures after warm-up."
+
+
+def _extra_time(first: dict[str, float], extra: float, result: ProfileResult) -> str:
+    """Which phase measured the first step's extra time, compared with the median steady step's same phase."""
+    usual = {p: statistics.median(s.phases[p] for s in result.unprofiled_steps) for p in PHASES}
+    phase = max(PHASES, key=lambda p: first[p] - usual[p])
+    share = (first[phase] - usual[phase]) / extra
+    amount = "most of the extra time" if share > 0.5 else f"the largest part of the extra time ({share:.0%})"
+    return f"{amount} was in `{phase}`, {ms(first[phase])} ms against {ms(usual[phase])} ms in a typical steady step"
+
+
+def _one_off_work(result: ProfileResult) -> str:
+    """One-off work this run measured in its first step (not a list of usual suspects)."""
+    seen = []
+    if result.first_iterator_ms is not None:
+        seen.append(f"creating the loader's iterator took {ms(result.first_iterator_ms)} ms (inside `data`)")
+    if result.optimizer_states_created:
+        created = result.optimizer_states_created
+        seen.append(f"the optimizer created state for {created} parameters (inside `optimizer`)")
+    return f"Measured in that step: {' and '.join(seen)}. " if seen else ""
 
 
 def _data_work(options: ProfileOptions, result: ProfileResult) -> str:
@@ -169,18 +265,15 @@ def explain(options: ProfileOptions, result: ProfileResult) -> list[str]:
     lines = [
         f"**{result.verdict}**: {result.evidence}",
         f"The five phases cover {ms(covered)} of {ms(wall)} ms per profiled step ({covered / wall:.0%}); the grey "
-        "`other` bar is the rest: the loop between phases and the profiler's own step bookkeeping.",
+        "`other` bar is the rest: the lab's own loop code between and around the phases.",
     ]
     if result.warmup_steps:
-        lines.append(_first_step(options, result))
+        lines.append(_first_step(result))
     if options.data_cost_ms:
         lines.append(_data_work(options, result))
-    lines.append(overhead(result.overhead_ratios, result.steps_per_round))
+    lines.append(overhead(result))
     if result.device == "cuda" and not result.synchronized:
-        lines.append(
-            "Without `torch.cuda.synchronize()` GPU work is asynchronous: a phase ends when its kernels "
-            "are launched, and their time is charged to whatever waits for them later."
-        )
+        lines.append(f"{STATEMENTS['cuda_async'].text}.")
     return lines
 
 

@@ -6,14 +6,16 @@ global RNG) for a bounded number of real steps, in this order:
 
 - `warmup` steps, timed with `time.perf_counter`: the first steps pay one-off costs;
 - `rounds` rounds, each of `active` steps without the profiler (a stopwatch around each
-  step), then `active` steps under `torch.profiler`, so overhead is measured on
-  alternating blocks and its spread across rounds is known. Before each block a few
-  untimed steps let a DataLoader's workers use up what they prefetched during the pause.
+  step and each phase), then a profiler window: `torch.profiler` is entered, warms up,
+  records `active` steps, stops and hands its events over, and the window's whole wall
+  time is kept too. So overhead is measured on alternating blocks, per step and per
+  window, and its spread across rounds is known. Before each block a few untimed steps
+  let a DataLoader's workers use up what they prefetched during the pause.
 
 Each phase is labelled with `record_function`, so the profiler's own events give each
 phase's time; the step's wall time is the profiler's `ProfilerStep` span, and what the
-phases do not cover (the loop itself, the profiler's bookkeeping) is `other_ms`, never
-hidden. The verdict names the largest part of the step only when it leads the others by
+phases do not cover (the loop's own code between and around the phases) is `other_ms`,
+not hidden. The verdict names the largest part of the step when it leads the others by
 more than the noise margin of its per-step differences; otherwise it says "too close to call".
 
 From a notebook::
@@ -70,7 +72,7 @@ class StepTiming:
 
     @property
     def other_ms(self) -> float:
-        """Wall time no phase accounts for: loop overhead and the profiler's own bookkeeping."""
+        """Wall time no phase accounts for: the loop's own code between and around the phases."""
         return max(self.wall_ms - sum(self.phases.values()), 0.0)
 
 
@@ -103,6 +105,12 @@ class ProfileResult:
     trace_path: str  # the last round's profiled steps, as a Chrome trace
     device: str
     synchronized: bool
+    unprofiled_steps: tuple[StepTiming, ...] = ()  # the steps of unprofiled_ms, with their phases (perf_counter)
+    # Per round, the whole profiler window: entering it, its warm-up, the recorded steps, stopping, the results.
+    window_ms: tuple[float, ...] = ()
+    profiler_warmup_steps: int = 1  # steps the profiler warms up for in each window
+    first_iterator_ms: float | None = None  # creating the loader's first iterator, inside the first step's `data`
+    optimizer_states_created: int | None = None  # parameters the optimizer made state for in the first step
 
     @property
     def rounds(self) -> int:
@@ -120,6 +128,17 @@ class ProfileResult:
     @property
     def overhead_ratio(self) -> float:
         return statistics.median(self.overhead_ratios)
+
+    @property
+    def unprofiled_block_ms(self) -> tuple[float, ...]:
+        """Per round, the block of steps without the profiler, summed."""
+        n = self.steps_per_round
+        return tuple(sum(self.unprofiled_ms[i : i + n]) for i in range(0, len(self.unprofiled_ms), n))
+
+    @property
+    def window_ratios(self) -> tuple[float, ...]:
+        """Per round: the whole profiler window over the block of as many steps without it."""
+        return tuple(w / b for w, b in zip(self.window_ms, self.unprofiled_block_ms, strict=True))
 
     @property
     def last_round(self) -> tuple[StepTiming, ...]:
@@ -172,15 +191,29 @@ def _profiler_warmup(settle: int) -> int:
     return max(1, settle)  # the profiler's start is a pause too, and it warms itself up for at least one step
 
 
-def _cycle(loader) -> Iterator:
-    """Batches forever: a fresh pass over the loader whenever one runs out."""
-    while True:
-        yielded = False
-        for batch in loader:
-            yielded = True
-            yield batch
-        if not yielded:
-            raise ValueError("The loader yields no batches.")
+class _Batches:
+    """Batches forever, a fresh pass over the loader whenever one runs out; times making the first iterator."""
+
+    def __init__(self, loader):
+        self.loader = loader
+        self.first_iterator_ms: float | None = None
+        self._batches = self._cycle()
+
+    def __next__(self):
+        return next(self._batches)
+
+    def _cycle(self) -> Iterator:
+        while True:
+            start = time.perf_counter()
+            batches = iter(self.loader)  # a DataLoader starts its worker processes here
+            if self.first_iterator_ms is None:
+                self.first_iterator_ms = (time.perf_counter() - start) * 1000
+            yielded = False
+            for batch in batches:
+                yielded = True
+                yield batch
+            if not yielded:
+                raise ValueError("The loader yields no batches.")
 
 
 def _fresh(value, device: torch.device, non_blocking: bool):
@@ -217,7 +250,7 @@ class _Stepper:
 
     def __init__(self, model, loader, optimizer, loss_fn, split_batch, device: torch.device, synchronize: bool):
         self.model, self.optimizer, self.loss_fn, self.split_batch = model, optimizer, loss_fn, split_batch
-        self.batches = _cycle(loader)
+        self.batches = _Batches(loader)
         self.device = device
         self.non_blocking = bool(getattr(loader, "pin_memory", False))
         self.sync = synchronize and device.type == "cuda"
@@ -353,6 +386,11 @@ def _move_state(optimizer: torch.optim.Optimizer, device: torch.device) -> None:
                 state[name] = value.to(device)
 
 
+def _parameters_with_state(optimizer: torch.optim.Optimizer) -> int:
+    """Parameters the optimizer keeps something for (SGD may leave an empty entry: that holds nothing)."""
+    return sum(1 for state in optimizer.state.values() if state)
+
+
 def _check_arguments(model, optimizer, loss_fn, split_batch, numbers: dict[str, int]) -> None:
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, not a {type(model).__name__}.")
@@ -399,7 +437,8 @@ def profile_training(
     trace_path = Path(trace_path or tempfile.mkstemp(prefix="step-trace-", suffix=".json")[1])
     recorder = _Recorder(active, rounds, trace_path)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    plan = schedule(wait=settle + active, warmup=_profiler_warmup(settle), active=active, repeat=rounds)
+    profiler_warmup = _profiler_warmup(settle)
+    plan = schedule(wait=0, warmup=profiler_warmup, active=active, repeat=1)
     stepper = _Stepper(model, loader, optimizer, loss_fn, split_batch, device, synchronize)
     done = 0
 
@@ -409,31 +448,41 @@ def profile_training(
         if on_step:
             on_step(done, total)
 
-    warmup_steps, unprofiled, naive = [], [], []
+    warmup_steps, unprofiled, naive, windows = [], [], [], []
+    states_before = _parameters_with_state(optimizer)
+    states_created = None
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # your RNG stream is untouched
         for _ in range(warmup):
             timings, wall = stepper.step()
             warmup_steps.append(StepTiming(timings, wall, source="perf_counter"))
+            if states_created is None:
+                states_created = _parameters_with_state(optimizer) - states_before
             advance()
         with _PROFILER_LOCK, warnings.catch_warnings():
-            # Each round is one profiler cycle, read in `recorder` before the next: nothing is lost.
             warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
-            with profile(activities=activities, on_trace_ready=recorder, schedule=plan) as prof:
-                for role in roles * rounds:
-                    wall = stepper.step()[1]
+            for _ in range(rounds):
+                for role in roles[: settle + active]:  # settle, then the block without the profiler
+                    timings, wall = stepper.step()
                     if role == "unprofiled":
-                        unprofiled.append(wall)
-                    elif role == "profiled":
-                        naive.append(wall)
-                    prof.step()
+                        unprofiled.append(StepTiming(timings, wall, source="perf_counter"))
                     advance()
+                # The whole window: entering the profiler to having its events (on_trace_ready runs inside).
+                start = time.perf_counter()
+                with profile(activities=activities, on_trace_ready=recorder, schedule=plan) as prof:
+                    for role in roles[settle + active :]:
+                        wall = stepper.step()[1]
+                        if role == "profiled":
+                            naive.append(wall)
+                        prof.step()
+                        advance()
+                windows.append((time.perf_counter() - start) * 1000)
     verdict = judge(recorder.steps)
     return ProfileResult(
         steps=tuple(recorder.steps),
         warmup_steps=tuple(warmup_steps),
         top_ops=recorder.top_ops(),
         naive_ms=tuple(naive),
-        unprofiled_ms=tuple(unprofiled),
+        unprofiled_ms=tuple(step.wall_ms for step in unprofiled),
         steps_per_round=active,
         verdict=verdict.label,
         evidence=verdict.evidence,
@@ -441,4 +490,9 @@ def profile_training(
         trace_path=str(trace_path),
         device=str(device),
         synchronized=stepper.sync,
+        unprofiled_steps=tuple(unprofiled),
+        window_ms=tuple(windows),
+        profiler_warmup_steps=profiler_warmup,
+        first_iterator_ms=stepper.batches.first_iterator_ms,
+        optimizer_states_created=states_created,
     )

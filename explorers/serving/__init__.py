@@ -32,6 +32,7 @@ live accuracy move: that is how a shift is told apart from a deployment mismatch
 """
 
 from explorers.serving.actions import checklist
+from explorers.serving.card import answer_card
 from explorers.serving.drift import PSI_FLAG, FeatureDrift
 from explorers.serving.experiment import (
     TOLERANCE,
@@ -42,7 +43,7 @@ from explorers.serving.experiment import (
     compare,
     compare_run,
 )
-from explorers.serving.lesson import answer_card, explain
+from explorers.serving.lesson import explain
 from explorers.serving.pipeline import MISMATCHES, STAGES, Contract
 from explorers.serving.training import Artefact, trained
 

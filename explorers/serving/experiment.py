@@ -7,8 +7,12 @@
    output training recorded; a stage matches when no value differs by more than TOLERANCE (on the
    CPU a faithful service matches to the bit) and no label flips. Each stage is also fed the
    *recorded* input for it ("isolated"), which tells a stage's own fault from one it inherits;
+   Each injected mismatch is also replayed alone ("solo"), so a sentence about one mismatch
+   quotes what that mismatch does, not what the whole stage does with several at once;
 3. serves LIVE_SIZE live requests (moved by `shift`) through the recorded contract and the serving
-   one, in forwards of the contract's size, and scores both against the labels;
+   one, in forwards of the contract's size, and scores both against the labels; scores the best
+   rule any model could learn (`data.bayes_accuracy`) on them and, when the traffic is shifted, a
+   model retrained on records drawn at that shift (`training.retrained_accuracy`);
 4. measures each feature's drift (PSI) between the live requests and the training data.
 
 A deployment mismatch shows in step 2 whatever the traffic; a pure shift leaves step 2 clean and
@@ -17,6 +21,7 @@ shows in steps 3 and 4. That difference is what the lab teaches.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,7 +29,7 @@ from dataclasses import dataclass, field
 import torch
 
 from explorers import bounds
-from explorers.serving.data import FEATURES, LIVE_SIZE, live_traffic
+from explorers.serving.data import FEATURES, LIVE_SIZE, bayes_accuracy, live_traffic
 from explorers.serving.drift import FeatureDrift, feature_drift
 from explorers.serving.pipeline import (
     MISMATCHES,
@@ -34,7 +39,7 @@ from explorers.serving.pipeline import (
     serving_contract,
     strict_load_error,
 )
-from explorers.serving.training import EPOCHS, Artefact, trained
+from explorers.serving.training import EPOCHS, Artefact, retrained_accuracy, trained
 
 TOLERANCE = 1e-5  # another device or kernel may move the last bits; a mismatch moves far more
 SHIFT_RANGE = (0.0, 3.0)  # in population standard deviations of the shifted features
@@ -117,6 +122,13 @@ class Comparison:
     unexpected_keys: tuple[str, ...]
     strict_error: str | None  # what load_state_dict(strict=True) says, when serving loaded with strict=False
     artefact: Artefact
+    # Each injected mismatch replayed alone: the report of the stage it enters at.
+    solo: dict[str, StageReport] = field(default_factory=dict)
+    # The recorded contract (eval mode) run one golden request per forward, against the golden set as one batch.
+    one_at_a_time_difference: float = 0.0
+    bayes_accuracy: float = math.nan  # the best rule any model can learn, on this live traffic
+    unshifted_bayes_accuracy: float = math.nan  # the same rule on the same customers drawn without the shift
+    retrained_accuracy: float | None = None  # a model retrained on records drawn at this shift; None at shift 0
 
     @property
     def mismatches(self) -> tuple[str, ...]:
@@ -234,9 +246,27 @@ def _serve(service: Service, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     return labels.long(), answered
 
 
+def _solo_reports(artefact: Artefact, options: ServingOptions) -> dict[str, StageReport]:
+    """Each mismatch injected alone, replayed on the golden set: its own stage's report."""
+    solo = {}
+    for name in options.mismatches:
+        alone = Service(serving_contract(artefact.contract, (name,)), artefact.checkpoint, options.seed, options.device)
+        solo[name] = _replay_golden(artefact, alone)[0][MISMATCHES[name].stage]
+    return solo
+
+
+def _one_at_a_time_difference(artefact: Artefact, options: ServingOptions) -> float:
+    """Largest |logit difference| between the golden requests served one per forward and served as one batch."""
+    single = dataclasses.replace(artefact.contract, requests_per_forward=1)
+    model_input = torch.tensor(artefact.golden.preprocess)
+    batched = Service(artefact.contract, artefact.checkpoint, options.seed, options.device)
+    alone = Service(single, artefact.checkpoint, options.seed, options.device)
+    return float(_differences(alone.model_stage(model_input)[0], batched.model_stage(model_input)[0]).max())
+
+
 def compare_run(options: ServingOptions, report=None) -> Comparison:
     """The lab's experiment: the serving contract against the recorded one, on the golden set and live traffic."""
-    total = EPOCHS + 3
+    total = EPOCHS + 4
 
     def progress(done: int) -> None:
         if report:
@@ -257,6 +287,8 @@ def compare_run(options: ServingOptions, report=None) -> Comparison:
     progress(EPOCHS + 2)
 
     drift = {name: feature_drift(artefact.feature_bins[i], raw[:, i]) for i, name in enumerate(FEATURES)}
+    progress(EPOCHS + 3)
+    retrained = retrained_accuracy(options.seed, options.shift) if options.shift > 0 else None
     progress(total)
     return Comparison(
         options=options,
@@ -279,6 +311,11 @@ def compare_run(options: ServingOptions, report=None) -> Comparison:
         unexpected_keys=service.unexpected_keys,
         strict_error=None if contract.strict else strict_load_error(artefact.checkpoint, contract.head),
         artefact=artefact,
+        solo=_solo_reports(artefact, options),
+        one_at_a_time_difference=_one_at_a_time_difference(artefact, options),
+        bayes_accuracy=bayes_accuracy(raw, labels),
+        unshifted_bayes_accuracy=bayes_accuracy(*live_traffic(options.seed, 0.0)),
+        retrained_accuracy=retrained,
     )
 
 

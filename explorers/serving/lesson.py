@@ -1,18 +1,50 @@
-"""The Serving lab's lesson: the why-panel, the answer card and the prediction, built only from a comparison.
+"""The Serving lab's lesson: the page's sentences, the why-panel and the prediction, built only from a comparison.
 
-Every sentence reads the comparison it is given, and a sentence about a stage, a shift or a
-mismatch appears only when the comparison shows it. The checklist lives in `checklist`.
+Every sentence about this run reads the comparison it is given, and a sentence about a stage, a
+shift or a mismatch appears only when the comparison shows it. What the lab says about PyTorch in
+general is in STATEMENTS, each with its scope and source, and tested on the adversarial zoo
+(tests/claims/test_serving.py). The checklist lives in `actions`, the answer card in `card`.
 """
 
 from __future__ import annotations
 
-from explorers.cards import AnswerCard
-from explorers.serving.actions import and_list, checklist, flagged, largest_drift, number, percent
-from explorers.serving.drift import PSI_FLAG, PSI_MODERATE
-from explorers.serving.experiment import TOLERANCE, Comparison
-from explorers.serving.pipeline import STAGES
+from explorers.serving.actions import and_list, flagged, largest_drift, number, own_difference, percent, psi_grade
+from explorers.serving.drift import PSI_FLAG
+from explorers.serving.experiment import Comparison
+from explorers.serving.pipeline import STAGES, Mismatch
+from explorers.statements import Statement
 
-QUESTION = "Why does a model that trained well fail in production?"
+STATEMENTS: dict[str, Statement] = {
+    "state_dict": Statement(
+        text=(
+            "A checkpoint saved from `model.state_dict()` holds the parameters and the persistent buffers "
+            "(BatchNorm's running mean and variance among them); loading it copies those values into the model the "
+            "serving code built, which keeps its own dtype and train/eval mode"
+        ),
+        scope="load_state_dict with its default assign=False; buffers registered with persistent=False are left out",
+        source="torch/nn/modules/module.py: Module.state_dict, Module.load_state_dict",
+    ),
+}
+
+# --- Sentences the page shows around its controls and tables ---------------------------------------
+
+SHIFT_HELP = "Moves the mean of monthly charges and support calls by this many training standard deviations."
+TAKE_THE_CHECK = "Take the check to your own service: replay these inputs and compare every stage with these outputs."
+
+
+def mismatch_help(mismatch: Mismatch) -> str:
+    return f"{mismatch.what} It enters at {mismatch.stage}."
+
+
+def mismatch_details(mismatch: Mismatch) -> str:
+    return f"**{mismatch.title}** (enters at {mismatch.stage}): {mismatch.what}\n```python\n{mismatch.code}\n```"
+
+
+def golden_verdict(c: Comparison) -> tuple[bool, str]:
+    """(clean, the one-line verdict above the metrics)."""
+    if c.first_divergent_stage is None:
+        return True, f"**Golden set:** all {c.golden_size} requests match the recorded outputs at every stage."
+    return False, f"**Golden set:** the first stage that differs is **{c.first_divergent_stage}**."
 
 
 # --- The why-panel ---------------------------------------------------------------------------------
@@ -41,19 +73,16 @@ def stage_lines(c: Comparison) -> list[str]:
         report = c.reports[stage]
         if report.status == "inherited":
             lines.append(
-                f"`{stage}` differs by up to {number(report.largest)} only because its input does: fed the "
-                f"recorded input, it matches (largest difference {number(report.isolated)})."
+                f"`{stage}` differs by up to {number(report.largest)} because its input does: fed the "
+                f"recorded input, {own_difference(report)}."
             )
         elif report.status == "not reached":
-            own = (
-                f"fed the recorded input it differs on its own too (by up to {number(report.isolated)})"
-                if not report.isolated_matches
-                else "fed the recorded input it matches"
+            lines.append(
+                f"`{stage}` did not run: the stage before it raised; fed the recorded input, {own_difference(report)}."
             )
-            lines.append(f"`{stage}` never ran: the stage before it raised; {own}.")
         elif report.status == "differs here" and stage != c.first_divergent_stage:
             lines.append(
-                f"`{stage}` also differs on its own: fed the recorded input, by up to {number(report.isolated)}"
+                f"`{stage}` also differs on its own: fed the recorded input, {own_difference(report)}"
                 + (f", and {report.flipped} golden labels flip." if report.flipped else ".")
             )
     return lines
@@ -79,8 +108,7 @@ def drift_line(c: Comparison) -> str:
             + and_list([f"`{d.feature}` **{d.psi:.2f}** (mean {_moved(d)})" for d in moved])
             + _rest(c)
         )
-    level = "no meaningful shift" if top.psi < PSI_MODERATE else f"a moderate shift, under the {PSI_FLAG:g} flag"
-    return f"Drift: no feature flagged; the largest PSI is {top.psi:.3f} (`{top.feature}`), {level}."
+    return f"Drift: no feature flagged; the largest PSI is {top.psi:.3f} (`{top.feature}`), {psi_grade(top.psi)}."
 
 
 def _moved(d) -> str:
@@ -107,7 +135,8 @@ def contrast_line(c: Comparison) -> str:
         return (
             f"Two causes at once: the shift costs the recorded pipeline {100 * shift_cost:.1f} points; the mismatch "
             f"changes {c.changed_answers:,} of {c.requests:,} answers on the same traffic and costs "
-            f"{100 * mismatch_cost:.1f} more. Only the golden set separates them."
+            f"{100 * mismatch_cost:.1f} more. The golden set tells them apart: it replays recorded inputs, which the "
+            "shift does not reach."
         )
     if mismatch:
         return (
@@ -122,59 +151,7 @@ def explain(c: Comparison) -> list[str]:
     return [golden_line(c), *stage_lines(c), accuracy_line(c), drift_line(c), contrast_line(c)]
 
 
-# --- The answer card and the prediction --------------------------------------------------------------
-
-
-def evidence(c: Comparison) -> str:
-    if c.first_divergent_stage is None:
-        golden = f"golden set matched exactly at every stage ({c.golden_size} requests)"
-    else:
-        report = c.reports[c.first_divergent_stage]
-        what = (
-            f"raised {report.error.split(':')[0]}" if report.error else f"largest difference {number(report.largest)}"
-        )
-        golden = f"golden set first differs at {c.first_divergent_stage} ({what})"
-    moved = flagged(c)
-    drift = (
-        "drift flags " + and_list([f"`{d.feature}` (PSI {d.psi:.2f})" for d in moved])
-        if moved
-        else f"drift flags nothing (largest PSI {largest_drift(c).psi:.3f})"
-    )
-    return (
-        f"This run: {golden}; {drift}; live accuracy {percent(c.serving_accuracy)} served, "
-        f"{percent(c.reference_accuracy)} for the recorded pipeline, {percent(c.validation_accuracy)} at validation."
-    )
-
-
-def answer_card(c: Comparison) -> AnswerCard:
-    items = checklist(c)
-    return AnswerCard(
-        question=QUESTION,
-        requirement=(
-            f"Serving must reproduce training's input-to-output contract: the same {c.golden_size} golden requests "
-            f"give the same model inputs, logits and labels (within {TOLERANCE:g}), and live accuracy stays near "
-            f"validation ({percent(c.validation_accuracy)}). Assumed: labels for live traffic arrive later; out of "
-            "scope: latency and scaling."
-        ),
-        mechanism=(
-            "A prediction is a chain: preprocess (feature order, normalisation statistics) → model (weights loaded "
-            "from the checkpoint, dtype, train/eval mode, batch) → postprocess (softmax, threshold). Only the "
-            "weights travel in the checkpoint; every other link is code that training and serving must share. A "
-            "golden set with each stage's recorded output finds the first link that breaks; a drift statistic "
-            "compares input distributions and needs no labels."
-        ),
-        evidence=evidence(c),
-        recovery=items[0].replace("**", "") if items else "Nothing to fix.",
-        trade_off=(
-            "Exact equality is the right bar when training and serving run the same stack; a service that changes "
-            "dtype (float16, quantisation) or hardware on purpose needs its own recorded golden outputs and a "
-            "tolerance, or the check fails on every deploy and gets ignored."
-        ),
-        could_prove_wrong=(
-            "Replay the golden set through the live service: if every stage matches and accuracy still falls, the "
-            "code is not the cause and retraining on recent data is; if a stage differs, retraining will not fix it."
-        ),
-    )
+# --- The prediction --------------------------------------------------------------------------------
 
 
 PREDICT_QUESTION = (
@@ -184,8 +161,32 @@ PREDICT_CHOICES = ("Live accuracy", "Input drift (PSI)", "Replaying the golden s
 PREDICT_ANSWER = "Replaying the golden set"
 
 
+def evidence(c: Comparison) -> str:
+    """This run in one sentence, from the fields the page shows: the golden verdict, drift, the three accuracies."""
+    if c.first_divergent_stage is None:
+        golden = f"golden set matched exactly at every stage ({c.golden_size} requests)"
+    else:
+        report = c.reports[c.first_divergent_stage]
+        what = (
+            f"raised {report.error.split(':')[0]}" if report.error else f"largest difference {number(report.largest)}"
+        )
+        golden = f"golden set first differs at {c.first_divergent_stage} ({what})"
+    moved = flagged(c)
+    top = largest_drift(c)
+    drift = (
+        "drift flags " + and_list([f"`{d.feature}` (PSI {d.psi:.2f})" for d in moved])
+        if moved
+        else f"drift flags nothing (largest PSI {top.psi:.3f}, {psi_grade(top.psi)})"
+    )
+    return (
+        f"This run: {golden}; {drift}; live accuracy {percent(c.serving_accuracy)} served, "
+        f"{percent(c.reference_accuracy)} for the recorded pipeline, {percent(c.validation_accuracy)} at validation."
+    )
+
+
 def predict_evidence(c: Comparison) -> str:
     return (
-        f"{evidence(c)} Accuracy moves with either cause, and drift looks at inputs only; the golden replay "
-        "feeds recorded inputs, so only a difference in the serving code can move it."
+        f"{evidence(c)} Live accuracy moves with a shift and with a bug, and drift reads the inputs alone; the "
+        "golden replay feeds recorded inputs, so traffic does not reach it and a difference there comes from the "
+        "serving pipeline."
     )

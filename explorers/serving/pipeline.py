@@ -76,7 +76,7 @@ MISMATCHES: dict[str, Mismatch] = {
     "train_mode": Mismatch(
         "Left in train mode",
         "model",
-        "model.eval() is never called: dropout drops units and BatchNorm normalises with each batch's statistics.",
+        "model.eval() is not called: dropout drops units and BatchNorm normalises with each batch's statistics.",
         "model = build(); model.load_state_dict(state)  # no model.eval()",
     ),
     "missing_keys": Mismatch(

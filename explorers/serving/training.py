@@ -35,7 +35,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from explorers.rng import isolated_rng
-from explorers.serving.data import FEATURES, training_data
+from explorers.serving.data import FEATURES, live_traffic, shifted_training_data, training_data
 from explorers.serving.pipeline import HEAD, SERVE_BATCH, Contract, build_model
 
 EPOCHS = 10
@@ -97,9 +97,8 @@ def bins_of(feature: str, values: torch.Tensor) -> FeatureBins:
     )
 
 
-def train(seed: int, report=None) -> Artefact:
-    """Train on this seed's data and record the artefact; `report(done, total)` after each epoch."""
-    x, y, x_val, y_val = training_data(seed)
+def fit(x: torch.Tensor, y: torch.Tensor, seed: int, report=None) -> tuple[nn.Module, torch.Tensor, torch.Tensor, list]:
+    """(model in eval mode, feature means, feature stds, last epoch's losses): the lab's training on these records."""
     mean, std = x.mean(dim=0), x.std(dim=0)
     loader = DataLoader(
         TensorDataset((x - mean) / std, y),
@@ -121,7 +120,13 @@ def train(seed: int, report=None) -> Artefact:
                 losses.append(float(loss.detach()))
             if report:
                 report(epoch + 1, EPOCHS)
-    model.eval()
+    return model.eval(), mean, std, losses
+
+
+def train(seed: int, report=None) -> Artefact:
+    """Train on this seed's data and record the artefact; `report(done, total)` after each epoch."""
+    x, y, x_val, y_val = training_data(seed)
+    model, mean, std, losses = fit(x, y, seed, report)
     buffer = io.BytesIO()
     torch.save(model.state_dict(), buffer)
     checkpoint = buffer.getvalue()
@@ -195,3 +200,28 @@ def trained(seed: int, report=None) -> Artefact:
         while len(_ARTEFACTS) > CACHED_SEEDS:
             _ARTEFACTS.popitem(last=False)
     return artefact
+
+
+_RETRAINED: OrderedDict[tuple[int, float], float] = OrderedDict()
+
+
+def retrained_accuracy(seed: int, shift: float) -> float:
+    """Live accuracy at `shift` of a model trained the lab's way on TRAINING_SIZE records drawn at that shift.
+
+    What retraining on recent traffic can win back, measured rather than promised. Cached per
+    (seed, shift), like the artefact, because training takes a second or two.
+    """
+    key = (seed, shift)
+    with _ARTEFACTS_LOCK:
+        if key in _RETRAINED:
+            return _RETRAINED[key]
+    model, mean, std, _ = fit(*shifted_training_data(seed, shift), seed)
+    raw, labels = live_traffic(seed, shift)
+    with torch.no_grad():
+        scores = torch.softmax(model((raw - mean) / std), dim=1)[:, 1]
+    accuracy = float(((scores >= THRESHOLD).long() == labels).double().mean())
+    with _ARTEFACTS_LOCK:
+        _RETRAINED[key] = accuracy
+        while len(_RETRAINED) > CACHED_SEEDS:
+            _RETRAINED.popitem(last=False)
+    return accuracy

@@ -44,7 +44,7 @@ def test_opens_clean_with_its_figures_metrics_and_downloads(lab):
     assert len(lab.get("plotly_chart")) == 2  # the stage boxes and the drift chart
     assert [m.label for m in lab.metric] == ["Validation", "Recorded, live", "Serving, live"]
     assert lab.metric[1].value == lab.metric[2].value
-    assert "**Nothing to fix:**" in checklist(lab)
+    assert "**No serving mismatch:**" in checklist(lab)
     assert len(lab.dataframe) == 2  # the golden set and the contract
     labels = [b.proto.label for b in lab.get("download_button")]
     for wanted in ("Golden set (.csv)", "Golden set (.json)", "Pipeline (.json)", "Checkpoint (.pt)", "Notes (.html)"):
