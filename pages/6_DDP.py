@@ -10,7 +10,7 @@ from explorers.ddp import card, lesson, schema
 from explorers.ddp import figures as charts
 from explorers.ddp import options as knobs
 from explorers.ddp.experiment import run_ddp
-from explorers.ddp.results import MAX_FILE_BYTES
+from explorers.ddp.results import MAX_FILE_BYTES, parameter_layout
 from explorers.ddp.settings import RUN_TIMEOUT_S
 from explorers.ddp.words import CLUSTER_COMMAND, STARTED_BY
 from explorers.units import format_bytes
@@ -43,6 +43,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "assets" / "ddp" / "torchrun-2-no
 SHARDING_NAMES = {"sampler": "Sampler", "strided": "Own slice"}  # DistributedSampler, or rank::W without padding
 LAUNCHER_NAMES = {"processes": "forkserver", "torchrun": "torchrun"}
 ENGINE_TIMEOUT_S = RUN_TIMEOUT_S + 30  # the launcher's own limit ends a run first, with its records
+GRADIENT_BYTES = 4 * sum(p["numel"] for p in parameter_layout())  # float32 gradients of the lab's model
 
 page = start_lab("ddp", FIELDS)
 key = page.key
@@ -50,45 +51,47 @@ key = page.key
 bench, stage = page.workbench()
 with bench:  # what a presenter changes: how many ranks, how much data
     row = st.columns(2)
-    row[0].slider("World size", *knobs.WORLD_SIZE_RANGE, key=key("world_size"), help="Ranks: one process each.")
+    row[0].slider("World size", *knobs.WORLD_SIZE_RANGE, key=key("world_size"), help=lesson.HELP["world_size"])
     row[1].slider("Dataset size", *knobs.DATASET_SIZE_RANGE, key=key("dataset_size"))
 with bench, page.controls():
     sampler = page.value("sharding") == "sampler"
-    no_sampler = "Only DistributedSampler has this option."
+    no_sampler = lesson.NO_SAMPLER_HELP
     row = st.columns(2)
     row[0].slider("Per-rank batch", *knobs.PER_RANK_BATCH_RANGE, key=key("per_rank_batch"))
-    row[1].slider("Accumulation (k)", *knobs.ACCUMULATION_RANGE, key=key("accumulation"), help="no_sync for k-1 of k.")
+    row[1].slider(
+        "Accumulation (k)", *knobs.ACCUMULATION_RANGE, key=key("accumulation"), help=lesson.HELP["accumulation"]
+    )
     row = st.columns(2)
     row[0].slider("Epochs", *knobs.EPOCHS_RANGE, key=key("epochs"))
-    row[1].slider("Max steps", *knobs.STEPS_RANGE, key=key("steps"), help="Optimizer steps in the whole run.")
+    row[1].slider("Max steps", *knobs.STEPS_RANGE, key=key("steps"), help=lesson.HELP["steps"])
     row = st.columns(2)
     row[0].selectbox(
         "Sharding",
         knobs.SHARDINGS,
         format_func=SHARDING_NAMES.get,
         key=key("sharding"),
-        help="Sampler: DistributedSampler (pads or drops to even shards). Own slice: rank::W, no padding.",
+        help=lesson.HELP["sharding"],
     )
     row[1].select_slider(
         "Bucket cap (MB)",
         knobs.BUCKET_CAPS_MB,
         format_func=knobs.bucket_label,
         key=key("bucket_cap_mb"),
-        help="DDP's bucket_cap_mb. The model's gradients are 644 B: tiny caps split them.",
+        help=lesson.bucket_help(GRADIENT_BYTES),
     )
     row = st.columns(2)
     row[0].toggle("Shuffle", key=key("shuffle"), disabled=not sampler, help=no_sampler)
     row[1].toggle("set_epoch", key=key("set_epoch"), disabled=not sampler, help=no_sampler)
     row = st.columns(2)
     row[0].toggle("drop_last", key=key("drop_last"), disabled=not sampler, help=no_sampler)
-    row[1].toggle("Join", key=key("join"), help="torch.distributed.algorithms.Join: for uneven inputs.")
+    row[1].toggle("Join", key=key("join"), help=lesson.HELP["join"])
     row = st.columns(2, vertical_alignment="bottom")
     row[0].selectbox(
         "Launcher",
         knobs.LAUNCHERS,
         format_func=LAUNCHER_NAMES.get,
         key=key("launcher"),
-        help="forkserver: ranks fork from a process with torch loaded. torchrun: fresh interpreters, seconds each.",
+        help=lesson.HELP["launcher"],
     )
     row[1].number_input("Seed", *knobs.SEED_RANGE, key=key("seed"), step=1)
 page.sync_url()
@@ -97,11 +100,7 @@ device = "cpu"
 if page.device == "cuda" and environment.cuda_devices() >= page.value("world_size"):
     device = "cuda"
 elif page.device != "cpu":
-    st.info(
-        f"DDP runs on the CPU with gloo here: NCCL needs one GPU per rank, and this machine has "
-        f"{environment.cuda_devices()} CUDA device(s) for {page.value('world_size')} rank(s).",
-        icon=":material/info:",
-    )
+    st.info(lesson.cpu_fallback_line(environment.cuda_devices(), page.value("world_size")), icon=":material/info:")
 chosen = {f.name: page.value(f.name) for f in FIELDS if f.name not in VIEW_ONLY}
 options = ddp.DDPOptions(**chosen, device=device)
 settings = {
@@ -118,22 +117,14 @@ run = runs.run(run_ddp, options, label="Starting the ranks and training", timeou
 
 def show_run(shown: ddp.DDPRun, stem: str, where: str, described: dict) -> None:
     """The topology, and a banner saying how the run ended."""
-    if shown.outcome == "finished":
-        ranks = f"{shown.world_size} rank{'s' if shown.world_size > 1 else ''}"
-        st.success(f"**Finished**: {ranks}, {where}.", icon=":material/check:")
+    finished, text = lesson.banner(shown, where)
+    if finished:
+        st.success(text, icon=":material/check:")
     else:
-        failed = [r for r in shown.ranks if r.outcome != "finished"]
-        named = ", ".join(f"rank {r.rank} {r.outcome} during {r.phase}" for r in failed)
-        st.error(
-            f"**{shown.outcome.replace('_', ' ').capitalize()}**: {named}. See *Why* below.", icon=":material/error:"
-        )
+        st.error(text, icon=":material/error:")
     figures.graph(
         charts.topology_dot(shown),
-        figures.caption(
-            "Each box a process with its own model replica and its epoch-0 shard (* repeated by the sampler)",
-            described,
-            page.device,
-        ),
+        figures.caption(lesson.TOPOLOGY_CAPTION, described, page.device),
         stem,
     )
 
@@ -171,7 +162,7 @@ with gradient_column:
             "ddp-gradients",
         )
     else:
-        st.info("No rank finished a synchronised step, so there are no gradients to compare.")
+        st.info(lesson.NO_GRADIENTS)
 with loss_column:
     figures.plotly(charts.loss_figure(run), figures.caption("Loss per step", settings, page.device), "ddp-loss")
 
@@ -180,16 +171,10 @@ figures.plotly(charts.timeline_figure(run), figures.caption("Per-rank timeline",
 st.subheader("DataParallel or DistributedDataParallel")
 comparison = card.comparison_rows(run)
 st.markdown(figures.markdown_table(comparison))
-st.caption(
-    "On GPUs, DDP uses NCCL, one process per GPU, and overlaps each bucket's all-reduce with the rest of backward; "
-    "DataParallel's single process is limited by the GIL and by device 0, which gathers every output."
-)
+st.caption(card.COMPARISON_CAPTION)
 
 st.subheader("Beyond one machine")
-st.markdown(
-    "The ranks here run `explorers/ddp/worker.py`, the same script torchrun starts on a cluster; rank 0 writes the "
-    "same results file. On each of N machines:"
-)
+st.markdown(lesson.CLUSTER_INTRO)
 st.code(CLUSTER_COMMAND, language="bash")
 st.download_button(
     "⬇ This run's results file (.json)",

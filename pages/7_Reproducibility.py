@@ -85,7 +85,7 @@ with stage:
         charts.loss_figure(comparison), figures.caption("Loss per step", settings, "cpu"), "reproducibility-losses"
     )
 if page.device != "cpu":
-    st.info("This lab's job runs on the CPU; the device choice does not apply to it.")
+    st.info(lesson.CPU_ONLY)
 
 difference, sources = st.columns([3, 2], gap="large")
 with difference:
@@ -99,15 +99,11 @@ with sources:
     st.dataframe(charts.components_table(comparison), hide_index=True)
     st.dataframe(charts.runs_table(comparison), hide_index=True)
     if options.augmentation == "generator_in_init":
-        st.caption("Run 1's first two batches: who made them, and the scales drawn")
+        st.caption(lesson.DRAWS_CAPTION)
         st.dataframe(charts.draws_table(comparison), hide_index=True)
 
 st.subheader("Resume from a checkpoint")
-st.caption(
-    "One process trains straight through and writes a checkpoint after the chosen step; each resumed run is a new "
-    "process that loads it with `torch.load(weights_only=True)`, restores what you keep, and trains to the end. "
-    "All seeds set, data read in the main process."
-)
+st.caption(lesson.RESUME_CAPTION)
 keeps, checkpoint = st.columns([2, 3], gap="large")
 with keeps:
     for name, (_, label) in KEEP_FIELDS.items():
@@ -116,7 +112,7 @@ with checkpoint:
     if steps > 2:
         st.slider("Checkpoint after step", 1, steps - 1, key=key("checkpoint"))
     else:
-        st.caption("With 2 steps, the checkpoint is written after step 1.")
+        st.caption(lesson.SHORT_RUN_CHECKPOINT)
 resume_options = resume.ResumeOptions(
     total_steps=steps,
     checkpoint_at=page.value("checkpoint"),
@@ -148,7 +144,7 @@ st.download_button(
 )
 with st.expander("Run 1's manifest"):
     st.json(manifests[0], expanded=2)
-st.markdown("**Compare two manifests.** Run 1 against the last run, unless you upload your own for either side.")
+st.markdown(lesson.COMPARE_MANIFESTS)
 sides = []
 for column, label, default in zip(st.columns(2), ("Left", "Right"), (manifests[0], manifests[-1]), strict=True):
     upload = column.file_uploader(f"{label} manifest (.json)", type=["json"], key=key(f"manifest_{label.lower()}"))
@@ -166,7 +162,7 @@ if None not in sides:
         st.markdown(f"**{len(found)} field(s) differ:** " + ", ".join(f"`{d.field}`" for d in found))
         st.dataframe(charts.manifest_table(found), hide_index=True)
     else:
-        st.success("The two manifests are identical, field for field.")
+        st.success(lesson.MANIFESTS_IDENTICAL)
 
 lines = lesson.explain(comparison)
 resume_sentences = lesson.resume_lines(resumed)
@@ -174,10 +170,10 @@ figures.why_panel(lines + resume_sentences)
 figures.answer_card(lesson.answer_card(comparison, resumed))
 predict_key = key("predict")
 answer = evidence = ""  # the runs behind the answer start once the reader has committed to one
+torch_only = rerun.CompareOptions(
+    seed_numpy=False, seed_python=False, seed_workers=False, deterministic=False, steps=steps, seed=options.seed
+)
 if st.session_state.get(predict_key) is not None:
-    torch_only = rerun.CompareOptions(
-        seed_numpy=False, seed_python=False, seed_workers=False, deterministic=False, steps=steps, seed=options.seed
-    )
     with_workers, main_process = runs.run_all(
         [(rerun.compare_runs, torch_only), (rerun.compare_runs, dataclasses.replace(torch_only, num_workers=0))],
         label="Running the prediction's comparisons",
@@ -185,9 +181,8 @@ if st.session_state.get(predict_key) is not None:
     answer, evidence = lesson.predict_evidence(with_workers, main_process)
 figures.predict_then_reveal(
     predict_key,
-    "Seed torch only (no numpy, random or worker seeding), 2 DataLoader workers, augmentation drawing from numpy "
-    "and random: are two fresh runs bitwise equal?",
-    ["Yes, bitwise equal", "No, they differ"],
+    lesson.predict_question(torch_only),
+    lesson.PREDICT_CHOICES,
     answer,
     evidence,
 )

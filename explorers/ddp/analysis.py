@@ -22,6 +22,18 @@ class SamplerEpoch:
     dropped: tuple[int, ...]  # indices no rank got
     global_order: tuple[int, ...]  # the sampler's list before the split: rank r took positions r, r + W, ...
     padding: int  # slots added beyond the dataset (DistributedSampler, drop_last=False)
+    # What the ranks' batches really held this epoch (their micro-steps), not what the sampler listed:
+    trained: dict[int, tuple[int, ...]]  # index -> the ranks that trained on it, once per time
+    batches: tuple[int | None, ...]  # per rank, micro-batches it ran; None where its record ended before the epoch did
+
+    @property
+    def trained_twice(self) -> dict[int, tuple[int, ...]]:
+        return {i: owners for i, owners in self.trained.items() if len(owners) > 1}
+
+    @property
+    def complete(self) -> bool:
+        """Every rank's record covers the whole epoch, so what it trained on is known."""
+        return None not in self.batches
 
     @property
     def repeats_are_the_first(self) -> bool:
@@ -48,6 +60,8 @@ def sampler_epochs(run: DDPRun) -> list[SamplerEpoch]:
                 dropped=tuple(i for i in range(size) if i not in counts),
                 global_order=global_order,
                 padding=max(0, sum(counts.values()) - size),
+                trained=trained_indices(run, epoch),
+                batches=batches_per_epoch(run)[epoch] if epoch < len(batches_per_epoch(run)) else (0,) * world,
             )
         )
     return found
@@ -118,14 +132,46 @@ def communication(run: DDPRun) -> Communication:
     )
 
 
-def batches_per_epoch(run: DDPRun) -> list[tuple[int, ...]]:
-    """Per epoch, the micro-batches each rank trained on."""
+def trained_indices(run: DDPRun, epoch: int) -> dict[int, tuple[int, ...]]:
+    """Index -> the ranks whose batches held it in this epoch (a rank twice if it trained on it twice)."""
+    found: dict[int, list[int]] = {}
+    for rank in run.ranks:
+        for entry in rank.micro_steps:
+            if entry.epoch == epoch:
+                for index in entry.indices:
+                    found.setdefault(index, []).append(rank.rank)
+    return {i: tuple(found[i]) for i in sorted(found)}
+
+
+def record_covers(rank: RankResult, epoch: int) -> bool:
+    """Whether the rank's record holds all of this epoch: it wrote its own ending, or it went on to a later epoch."""
+    return rank.recorded or any(m.epoch > epoch for m in rank.micro_steps)
+
+
+def batches_per_epoch(run: DDPRun) -> list[tuple[int | None, ...]]:
+    """Per epoch, the micro-batches each rank trained on; None (unknown, not 0) where its record ended early."""
     epochs = max((m.epoch for r in run.ranks for m in r.micro_steps), default=-1) + 1
-    return [tuple(sum(m.epoch == e for m in r.micro_steps) for r in run.ranks) for e in range(epochs)]
+    return [
+        tuple(sum(m.epoch == e for m in r.micro_steps) if record_covers(r, e) else None for r in run.ranks)
+        for e in range(epochs)
+    ]
 
 
 def uneven_epochs(run: DDPRun) -> list[int]:
-    return [e for e, counts in enumerate(batches_per_epoch(run)) if len(set(counts)) > 1]
+    """Epochs in which the ranks whose records cover them ran different numbers of micro-batches."""
+    return [e for e, counts in enumerate(batches_per_epoch(run)) if len({c for c in counts if c is not None}) > 1]
+
+
+def ran_out_after(run: DDPRun, epoch: int) -> dict[int, int]:
+    """Rank -> the batches after which it had trained on its whole shard in this epoch (ranks that did)."""
+    found = {}
+    for rank in run.ranks:
+        if epoch >= len(rank.sampler_orders) or not record_covers(rank, epoch):
+            continue
+        batches = [m.indices for m in rank.micro_steps if m.epoch == epoch]
+        if [i for batch in batches for i in batch] == list(rank.sampler_orders[epoch]):
+            found[rank.rank] = len(batches)
+    return found
 
 
 def shadowed(rank: RankResult) -> int:
@@ -133,23 +179,79 @@ def shadowed(rank: RankResult) -> int:
     return sum(c.shadow for c in rank.collectives)
 
 
+UNKNOWN = "unknown"  # a rank's record ended before this call: whether it made it is not known
+NO_CALL = "no call"  # the rank's complete record holds no such call
+SHADOW = "shadow"  # a joined rank's all-reduce of zeros
+
+
 @dataclass(frozen=True)
 class Pairing:
     call: int  # the n-th gradient all-reduce on every rank (1-based)
-    positions: tuple[tuple[int, int] | None, ...]  # per rank (epoch, step), None if the rank never made it
+    positions: tuple[tuple[int, int] | str, ...]  # per rank (epoch, step), or NO_CALL, SHADOW or UNKNOWN
+    different_work: bool  # two ranks' calls belong to different steps; else a rank made no such call
+
+
+def _position(rank: RankResult, n: int) -> tuple[int, int] | str:
+    if n >= len(rank.collectives):
+        return NO_CALL if rank.recorded else UNKNOWN
+    call = rank.collectives[n]
+    return SHADOW if call.shadow else (call.epoch, call.step)
 
 
 def mismatched_pairings(run: DDPRun) -> list[Pairing]:
-    """Collectives pair by call order; where ranks' n-th all-reduces belong to different steps, say so."""
-    calls = [[c for c in r.collectives] for r in run.ranks]
-    longest = max((len(c) for c in calls), default=0)
+    """Collectives pair by call order: the calls where ranks' n-th all-reduces belong to different steps, or
+    where a rank whose record is complete made no n-th call (without Join, the others waited for it)."""
+    longest = max((len(r.collectives) for r in run.ranks), default=0)
     found = []
     for n in range(longest):
-        entries = [c[n] if n < len(c) else None for c in calls]
-        real = {(e.epoch, e.step) for e in entries if e is not None and not e.shadow}
-        if len(real) > 1 or (len(real) == 1 and None in entries and not run.options.join):
-            positions = tuple(None if e is None else (e.epoch, e.step) for e in entries)
-            found.append(Pairing(n + 1, positions))
+        positions = tuple(_position(rank, n) for rank in run.ranks)
+        real = {p for p in positions if isinstance(p, tuple)}
+        if len(real) > 1 or (len(real) == 1 and NO_CALL in positions and not run.options.join):
+            found.append(Pairing(n + 1, positions, different_work=len(real) > 1))
+    return found
+
+
+@dataclass(frozen=True)
+class SyncDisagreement:
+    micro_batch: int  # the run's n-th micro-batch (from 0) on every rank
+    all_reduced: tuple[int, ...]  # ranks whose backward all-reduced there
+    under_no_sync: tuple[int, ...]  # ranks whose backward ran under no_sync there
+
+
+def first_sync_disagreement(run: DDPRun) -> SyncDisagreement | None:
+    """The first micro-batch at which one rank's backward made a gradient all-reduce while another rank's
+    record shows it ran that micro-batch under no_sync (a partial record counts for what it holds)."""
+    longest = max((len(r.micro_steps) for r in run.ranks), default=0)
+    for n in range(longest):
+        reduced = tuple(
+            r.rank
+            for r in run.ranks
+            if any(c.micro_batch == n and not c.shadow for c in r.collectives)
+            or (n < len(r.micro_steps) and r.micro_steps[n].synced)
+        )
+        skipped = tuple(r.rank for r in run.ranks if n < len(r.micro_steps) and not r.micro_steps[n].synced)
+        if reduced and skipped:
+            return SyncDisagreement(n, reduced, skipped)
+    return None
+
+
+@dataclass(frozen=True)
+class Overlap:
+    epoch: int
+    step: int
+    buckets: int  # all-reduce calls of this backward
+    lead_ms: float  # how long before the last gradient was accumulated the first all-reduce started (< 0: after)
+
+
+def overlaps(run: DDPRun) -> list[Overlap]:
+    """Per synchronised backward of rank 0: its first all-reduce's start against its last gradient's time."""
+    rank = run.ranks[0]
+    found = []
+    for entry in rank.micro_steps:
+        calls = [c for c in rank.collectives if not c.shadow and (c.epoch, c.step) == (entry.epoch, entry.step)]
+        if entry.synced and calls and entry.last_gradient_at is not None:
+            lead = (entry.last_gradient_at - min(c.start for c in calls)) * 1000
+            found.append(Overlap(entry.epoch, entry.step, len(calls), lead))
     return found
 
 

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 from explorers.cards import AnswerCard
 from explorers.ddp import analysis, lesson
+from explorers.ddp.lesson import STATEMENTS
 from explorers.ddp.results import DDPRun
 from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S
-from explorers.ddp.words import LAUNCHERS, sci, seconds
+from explorers.ddp.words import LAUNCHERS, indices, sci, seconds
 from explorers.units import format_bytes
 
 
@@ -25,19 +26,22 @@ def answer_card(run: DDPRun) -> AnswerCard:
             "parallelism); out of scope: tuning the network between machines."
         ),
         mechanism=(
-            "One process per device, each with a full replica (DDP broadcasts rank 0's parameters when it wraps the "
-            "model) and its own shard from DistributedSampler. During backward, gradients are grouped into buckets "
-            "and each bucket is all-reduced as soon as it is ready, so every replica applies the same averaged "
-            "gradient and communication overlaps the rest of backward. `nn.DataParallel` is one process instead: "
-            "each step it scatters the batch, copies the model to every device and gathers the outputs, "
-            "from Python threads that share one GIL."
+            "One process per device, each with a full replica and its own shard from DistributedSampler. "
+            + STATEMENTS["broadcast_at_wrap"].text
+            + " During backward, gradients are grouped into buckets and each bucket is all-reduced, so every replica "
+            "applies the same averaged gradient. "
+            + STATEMENTS["bucket_overlap"].text
+            + " `nn.DataParallel` is one process instead: each step it scatters the batch, copies the model to every "
+            "device and gathers the outputs, from Python threads that share one GIL."
         ),
         evidence=_evidence(run),
         recovery=(
-            "Uneven inputs: make shards even (DistributedSampler pads or drops) or wrap the loop in `Join`. A "
-            f"hung collective: a short process-group timeout (here {COLLECTIVE_TIMEOUT_S:g} s, not the default 30 "
-            "minutes) turns a hang into an error naming the rank. Checkpoints and logs: rank 0 writes, the others "
-            "wait at a barrier."
+            "Uneven inputs: make shards even (DistributedSampler pads or drops) or wrap the loop in `Join`. "
+            + STATEMENTS["join_uneven"].text
+            + f" A hung collective: a short process-group timeout (here {COLLECTIVE_TIMEOUT_S:g} s) turns a hang into "
+            "an error naming the rank. "
+            + STATEMENTS["default_timeout"].text
+            + " Checkpoints and logs: rank 0 writes, the others wait at a barrier."
         ),
         trade_off=(
             "The effective batch grows with W (and with accumulation), so the learning rate or the number of steps "
@@ -62,7 +66,11 @@ def _evidence(run: DDPRun) -> str:
     epochs = analysis.sampler_epochs(run)
     if epochs and epochs[0].padding:
         parts.append(f"Padded indices: {', '.join(map(str, epochs[0].repeats))}.")
-    parts.append(f"Effective batch {run.options.effective_batch}.")
+    if epochs and epochs[0].trained_twice:
+        parts.append(f"Trained on twice in epoch 0: {', '.join(map(str, epochs[0].trained_twice))}.")
+    per_step = analysis.samples_per_step(run)
+    steps = f"; the steps had {indices(per_step)} samples" if per_step else ""
+    parts.append(f"Effective batch {run.options.effective_batch}{steps}.")
     shares = analysis.time_shares(run)
     if shares is not None:
         parts.append(f"Launch: {shares.launch_share:.0%} of {seconds(shares.total_s)}.")
@@ -121,11 +129,17 @@ def padding_prediction(run: DDPRun) -> Prediction | None:
 
 # --- DataParallel against DDP ------------------------------------------------------------------
 
+COMPARISON_CAPTION = (
+    "On GPUs, DDP uses NCCL with one process per GPU. "
+    + STATEMENTS["bucket_overlap"].text
+    + " DataParallel's single process is limited by the GIL and by device 0, which gathers every output."
+)
+
 
 def comparison_rows(run: DDPRun) -> list[dict[str, str]]:
     """The two designs side by side, and what this run measured for each row DDP claims."""
     comm = analysis.communication(run)
-    overlap = lesson.overlap_ms(run)
+    overlap = max(analysis.overlaps(run), key=lambda o: o.lead_ms, default=None)
     checks = [c for c in analysis.gradient_checks(run) if len(c.ranks_with_data) == run.world_size]
     spread = max((c.spread_across_ranks for c in checks), default=None)
     equal = (
@@ -136,9 +150,11 @@ def comparison_rows(run: DDPRun) -> list[dict[str, str]]:
         else (f"equal across ranks to {sci(spread)}")
     )
     overlap_text = (
-        f"first bucket sent {overlap:.2f} ms before backward ended"
-        if overlap is not None
-        else f"{max(comm.buckets, default=0)} bucket(s): nothing left to overlap"
+        "overlap not recorded"
+        if overlap is None
+        else f"first all-reduce {overlap.lead_ms:.2f} ms before the last gradient (step {overlap.step})"
+        if overlap.lead_ms > 0
+        else f"{max(comm.buckets, default=0)} bucket(s): no all-reduce before the last gradient"
     )
     return [
         {

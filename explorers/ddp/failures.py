@@ -2,16 +2,20 @@
 
 Each sentence appears only when its case happened in the run, with the run's own numbers;
 text that came from a rank (an error message) is shown as a code span, never as markdown.
+A rank that left no complete record counts as unknown, never as zero: what it did after its
+record ends is not said.
 """
 
 from __future__ import annotations
-
-import math
 
 from explorers.ddp import analysis
 from explorers.ddp.results import THIS_MACHINE, DDPRun
 from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S
 from explorers.ddp.words import code, plural, ranks, seconds
+
+
+def _counts(counts: tuple[int | None, ...]) -> str:
+    return ", ".join("unknown (its record ended early)" if c is None else str(c) for c in counts)
 
 
 def uneven_lines(run: DDPRun) -> list[str]:
@@ -23,9 +27,7 @@ def uneven_lines(run: DDPRun) -> list[str]:
     counts = analysis.batches_per_epoch(run)
     if uneven:
         epoch = uneven[0]
-        lines.append(
-            f"Uneven inputs: in epoch {epoch} the ranks had {', '.join(map(str, counts[epoch]))} micro-batches."
-        )
+        lines.append(f"Uneven inputs: in epoch {epoch} the ranks had {_counts(counts[epoch])} micro-batches.")
     if run.options.join and not failed:
         joined = [(r.rank, analysis.shadowed(r)) for r in run.ranks if analysis.shadowed(r)]
         if joined:
@@ -39,20 +41,12 @@ def uneven_lines(run: DDPRun) -> list[str]:
     if uneven and not run.options.join and not failed and len(set(calls)) == 1:
         lines.append(
             f"Without Join this run still finished: every rank made {plural(calls[0], 'all-reduce call')}, so the "
-            "collectives paired up by count. Uneven inputs hang only when the ranks' numbers of calls differ."
+            "collectives paired up by count and no rank waited for a partner."
         )
-    plan = sync_plan_line(run)
-    if plan and failed:
-        lines.append(plan)
-    for pairing in analysis.mismatched_pairings(run)[:2]:
-        where = "; ".join(
-            f"rank {r}: " + ("never made it" if p is None else f"epoch {p[0]} step {p[1]}")
-            for r, p in enumerate(pairing.positions)
-        )
-        lines.append(
-            f"All-reduce call {pairing.call} paired different work ({where}): collectives match by call order, "
-            "not by meaning."
-        )
+    disagreement = sync_disagreement_line(run)
+    if disagreement and failed:
+        lines.append(disagreement)
+    lines += [pairing_line(p) for p in analysis.mismatched_pairings(run)[:2]]
     start = run.started_at
     for rank in failed:
         when = f" at {seconds(rank.finished_at - start)}" if rank.finished_at else ""
@@ -60,28 +54,46 @@ def uneven_lines(run: DDPRun) -> list[str]:
         lines.append(f"Rank {rank.rank} {rank.outcome} during {rank.phase}{when}{error}")
     timed_out = [r.rank for r in failed if r.error and "Timed out" in r.error]
     if timed_out and run.source == THIS_MACHINE:
+        from explorers.ddp.lesson import STATEMENTS  # lesson imports this module
+
         lines.append(
-            f"{ranks(timed_out).capitalize()} gave up after the process group's {COLLECTIVE_TIMEOUT_S:g} s timeout "
-            "(the default is 30 minutes), and the launcher then ended every process of the run."
+            f"{ranks(timed_out).capitalize()} gave up after the process group's {COLLECTIVE_TIMEOUT_S:g} s timeout, "
+            "and the launcher then ended every process of the run. " + STATEMENTS["default_timeout"].text
         )
     if run.outcome == "timed_out" and run.note:
         lines.append(f"The launcher's note: {code(run.note)}.")
     return lines
 
 
-def sync_plan_line(run: DDPRun) -> str | None:
-    """With accumulation and uneven shards, where each rank's first all-reduce falls (from the shard sizes)."""
-    options = run.options
-    if options.accumulation < 2 or options.uses_sampler:
+def _where(position) -> str:
+    if isinstance(position, tuple):
+        return f"epoch {position[0]} step {position[1]}"
+    return {
+        analysis.NO_CALL: "made no such call",
+        analysis.SHADOW: "a shadow all-reduce of zeros",
+        analysis.UNKNOWN: "unknown (its record ended before it)",
+    }[position]
+
+
+def pairing_line(pairing: analysis.Pairing) -> str:
+    where = "; ".join(f"rank {r}: {_where(p)}" for r, p in enumerate(pairing.positions))
+    if pairing.different_work:
+        return (
+            f"All-reduce call {pairing.call} paired different work ({where}): the ranks' calls met by their order, "
+            "whatever step each belonged to."
+        )
+    callers = [r for r, p in enumerate(pairing.positions) if isinstance(p, tuple)]
+    return f"All-reduce call {pairing.call} found no partner on every rank ({where}): {ranks(callers)} waited."
+
+
+def sync_disagreement_line(run: DDPRun) -> str | None:
+    """Where the ranks' records disagree on whether a micro-batch's backward all-reduced (accumulation)."""
+    from explorers.ddp.lesson import STATEMENTS  # lesson imports this module
+
+    found = analysis.first_sync_disagreement(run)
+    if found is None:
         return None
-    sizes = [len(range(r, options.dataset_size, run.world_size)) for r in range(run.world_size)]
-    batches = [math.ceil(size / options.per_rank_batch) for size in sizes]
-    first_sync = [min(options.accumulation, b) for b in batches]  # the micro-batch whose backward all-reduces
-    if len(set(first_sync)) < 2:
-        return None
-    where = ", ".join(f"rank {r}: its micro-batch {m}" for r, m in enumerate(first_sync))
     return (
-        f"With accumulation {options.accumulation} and shards of {', '.join(map(str, batches))} batches, the ranks' "
-        f"first all-reduce falls at different micro-batches ({where}): one rank's backward all-reduces while "
-        "another's runs under `no_sync()`, so their collectives stop pairing up."
-    )
+        f"At micro-batch {found.micro_batch} of the run, {ranks(found.all_reduced)} all-reduced its gradients while "
+        f"{ranks(found.under_no_sync)} ran backward under `no_sync()` and made no all-reduce."
+    ) + (f" Join was on, and its promise holds {STATEMENTS['join_uneven'].scope}." if run.options.join else "")

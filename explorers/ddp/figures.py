@@ -122,19 +122,26 @@ def topology_dot(run: DDPRun) -> str:
 
 
 def sampler_figure(run: DDPRun) -> go.Figure:
-    """Rows (epoch, rank), columns dataset index; the colour is the micro-batch that trained on the sample."""
+    """Rows (epoch, rank), columns dataset index; the colour is the batch that trained on the sample.
+
+    Read off the batches that ran (each rank's micro-steps), not the sampler's list: an index the
+    sampler listed but no batch reached before the run's step limit is marked, not coloured.
+    """
     epochs = analysis.sampler_epochs(run)
     size = run.options.dataset_size
     rows, z, text = [], [], []
-    batch = run.options.per_rank_batch
     for e in epochs:
-        for r, order in enumerate(e.orders):
-            rows.append(f"epoch {e.epoch} · rank {r}")
+        for rank, order in zip(run.ranks, e.orders, strict=True):
+            rows.append(f"epoch {e.epoch} · rank {rank.rank}")
             cells: list[float | None] = [None] * size
             labels = [""] * size
-            for position, index in enumerate(order):
-                cells[index] = position // batch
-                labels[index] = "2×" if index in e.repeats else "✓"  # a repeat lands on two different ranks
+            for index in order:
+                labels[index] = "·"  # listed for this rank; replaced below if a batch trained on it
+            batches = [m for m in rank.micro_steps if m.epoch == e.epoch]
+            for number, entry in enumerate(batches):
+                for index in entry.indices:
+                    cells[index] = number
+                    labels[index] = "2×" if index in e.trained_twice else "✓"  # twice: on two ranks or batches
             for index in e.dropped:
                 labels[index] = "–"
             z.append(cells)
@@ -153,7 +160,9 @@ def sampler_figure(run: DDPRun) -> go.Figure:
             ygap=2,
         )
     )
-    figure.update_xaxes(title="dataset index (2×: repeated)", dtick=1 if size <= 32 else 4)
+    figure.update_xaxes(
+        title="dataset index (2×: trained twice · ·: listed, not reached)", dtick=1 if size <= 32 else 4
+    )
     figure.update_yaxes(autorange="reversed", tickmode="array", tickvals=rows, ticktext=rows)  # every row named
     _style(figure, "Which rank trained on which sample", height=max(300, 130 + 30 * len(rows)))
     return figure.update_layout(margin={"t": 70})  # no legend above

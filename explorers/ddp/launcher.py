@@ -208,9 +208,10 @@ def collect(launch: Launch, options: lab_options.DDPOptions, finished_in_time: b
             records.append(json.loads((launch.directory / f"rank-{rank}.json").read_text()))
         except (OSError, ValueError):
             records.append(_silent_rank(launch, rank, options))
-    for record in records:
-        if record["outcome"] == "running":  # it never wrote an ending: it was killed at the limit
-            record["outcome"] = "killed"
+    for rank, record in enumerate(records):
+        if record["outcome"] == "running":  # a partial record: it was killed, or died without writing its ending
+            ending = _silent_rank(launch, rank, options)
+            record |= {key: ending[key] for key in ("outcome", "error", "phase", "recorded")}
     outcome, note = ("finished" if all(r["outcome"] == "finished" for r in records) else "failed"), None
     if not finished_in_time:
         outcome, note = "timed_out", f"stopped at its {RUN_TIMEOUT_S:g} s limit: every rank process was killed"
@@ -231,7 +232,7 @@ def _silent_rank(launch: Launch, rank: int, options: lab_options.DDPOptions) -> 
         code = launch.processes[rank].exitcode
         outcome = "failed"
         how = f"died by signal {-code} ({signal_name(-code)})" if code and code < 0 else f"exited with code {code}"
-    error = f"left no record: {how}" + (f"; its output ended: {tail}" if tail else "")
+    error = f"left no complete record: {how}" + (f"; its output ended: {tail}" if tail else "")
     return {
         "rank": rank,
         "local_rank": rank,
@@ -242,6 +243,7 @@ def _silent_rank(launch: Launch, rank: int, options: lab_options.DDPOptions) -> 
         "phase": phase if phase in results.PHASES else "starting",
         "error": error[: results.MAX_ERROR_CHARS],
         "launched_at": launch.started_at,
+        "recorded": False,  # what it trained on and which collectives it made are unknown
         "ready_at": None,
         "init_done_at": None,
         "finished_at": None,

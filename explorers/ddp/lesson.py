@@ -11,9 +11,57 @@ from explorers.ddp import analysis, failures
 from explorers.ddp.options import bucket_label
 from explorers.ddp.results import FORKSERVER_COLD, FORKSERVER_SHARED, FORKSERVER_WARM, TORCHRUN, DDPRun
 from explorers.ddp.words import FLOAT_TOLERANCE, LAUNCHERS, code, indices, plural, ranks, sci, seconds
+from explorers.statements import Statement
 from explorers.units import format_bytes
 
 QUESTION = "What does DistributedDataParallel do that several GPUs alone do not?"
+
+# What the lab says about PyTorch in general, each tried on the zoo in tests/claims/test_ddp.py.
+STATEMENTS = {
+    "broadcast_at_wrap": Statement(
+        text="DistributedDataParallel broadcasts rank 0's parameters and buffers to every rank when it wraps the "
+        "model.",
+        scope="at construction with init_sync=True (the default), over the wrapped model's process group; DDP "
+        "refuses a model with no parameter that requires grad",
+        source="torch/nn/parallel/distributed.py: DistributedDataParallel.__init__ (_sync_module_states)",
+    ),
+    "bucket_overlap": Statement(
+        text="DDP starts a bucket's all-reduce as soon as every gradient in it is ready, so with two or more "
+        "buckets communication overlaps the rest of backward.",
+        scope="when the gradients span two or more buckets (bucket_cap_mb below their size), from the second "
+        "iteration on; with one bucket the all-reduce starts after the last gradient",
+        source="https://pytorch.org/docs/stable/notes/ddp.html#internal-design",
+    ),
+    "join_uneven": Statement(
+        text="With uneven inputs, `Join` lets every rank finish: a rank that runs out of data shadows the others' "
+        "all-reduces with zeros until they are done.",
+        scope="when the ranks all-reduce at the same micro-batches and every parameter gets a gradient each "
+        "iteration; it cannot pair ranks that disagree on which micro-batch all-reduces (no_sync accumulation "
+        "over shards of different lengths)",
+        source="torch/distributed/algorithms/join.py: Join; https://pytorch.org/tutorials/advanced/generic_join.html",
+    ),
+    "default_timeout": Statement(
+        text="A process group made without a `timeout` lets a stuck collective wait 30 minutes on gloo and 10 "
+        "minutes on NCCL before it fails.",
+        scope="torch 2.13's defaults for init_process_group and new_group; NCCL's is enforced by its watchdog, on "
+        "by default",
+        source="torch/distributed/constants.py; torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp: "
+        "kProcessGroupNCCLDefaultTimeout",
+    ),
+    "sampler_padding": Statement(
+        text="With drop_last=False, DistributedSampler pads its index list to a multiple of the number of ranks by "
+        "repeating entries from the start of the list.",
+        scope="when the dataset size is not a multiple of the number of replicas; with shuffle on, the start of "
+        "that epoch's shuffled list; a list shorter than the padding is repeated whole",
+        source="torch/utils/data/distributed.py: DistributedSampler.__iter__",
+    ),
+    "set_epoch": Statement(
+        text="Without `sampler.set_epoch(epoch)`, a shuffling DistributedSampler gives every epoch the same order.",
+        scope="shuffle=True; the order is seeded by seed + epoch, and the epoch stays what set_epoch last set "
+        "(0 at first)",
+        source="torch/utils/data/distributed.py: DistributedSampler.set_epoch",
+    ),
+}
 
 
 def processes_line(run: DDPRun) -> str:
@@ -32,8 +80,8 @@ def processes_line(run: DDPRun) -> str:
     if complete and len(set(before)) > 1 and len(set(after)) == 1:
         line += (
             f" Each rank built its model from its own seed (parameter sums {', '.join(f'{b:.4f}' for b in before)}"
-            f"); after wrapping, every replica summed to {after[0]:.4f}, rank 0's: DDP broadcasts rank 0's "
-            "parameters when it wraps the model."
+            f"); after wrapping, every replica summed to {after[0]:.4f}, rank 0's. "
+            + STATEMENTS["broadcast_at_wrap"].text
         )
     return line
 
@@ -58,27 +106,46 @@ def sampler_lines(run: DDPRun) -> list[str]:
     sizes = ", ".join(str(len(o)) for o in first.orders)
     if not options.uses_sampler:
         line = f"Each rank took its own slice `rank::{world}` of the {n} samples, no sampler: {sizes} samples."
-        if len({len(o) for o in first.orders}) > 1:
-            line += " The shards are uneven, so the ranks do not run out of data together."
-        return [line]
+        return [line + ran_out_clause(run)]
     if first.padding:
-        repeated = ", ".join(f"{i} ({ranks(owners)})" for i, owners in first.repeats.items())
-        many = len(first.repeats) > 1
         line = (
             f"DistributedSampler: {n} samples do not split evenly over {world} ranks, so with drop_last=False it "
             f"padded its list to {first.slots} ({sizes} per rank) by repeating "
             + (f"its first {plural(first.padding, 'entry')}" if first.repeats_are_the_first else "entries")
-            + f": {'indices' if many else 'index'} {repeated} {'were' if many else 'was'} trained on twice in epoch 0."
         )
-        if options.shuffle:
-            line += " With shuffle on, the first entries are the head of that epoch's shuffled order."
-        return [line]
+        return [line + trained_twice_clause(first)]
     if first.dropped:
         return [
             f"DistributedSampler with drop_last=True trimmed {n} samples to {first.slots} ({sizes} per rank): index "
             f"{indices(first.dropped)} was not trained on in epoch 0."
         ]
     return [f"DistributedSampler: {n} samples split evenly over {plural(world, 'rank')} ({sizes} each); none repeats."]
+
+
+def trained_twice_clause(epoch: analysis.SamplerEpoch) -> str:
+    """What the batches that ran in the epoch held: a listed repeat is trained on twice only if both batches ran."""
+    twice = epoch.trained_twice
+    if twice:
+        many = len(twice) > 1
+        listed = ", ".join(f"{i} ({ranks(owners)})" for i, owners in twice.items())
+        return f": {'indices' if many else 'index'} {listed} {'were' if many else 'was'} trained on twice in epoch 0."
+    listed = ", ".join(f"{i} for {ranks(owners)}" for i, owners in epoch.repeats.items())
+    if not epoch.complete:
+        return f" ({listed})."
+    trained = sum(len(owners) for owners in epoch.trained.values())
+    return f" ({listed}), but the batches that ran in epoch 0 held {plural(trained, 'sample')}, none of them twice."
+
+
+def ran_out_clause(run: DDPRun) -> str:
+    """When each rank ran out of its slice in epoch 0, from the batches it ran (ranks that trained it all)."""
+    after = analysis.ran_out_after(run, 0)
+    if len(after) < run.world_size:
+        return ""
+    batches = sorted(set(after.values()))
+    if len(batches) == 1:
+        return f" In epoch 0 every rank ran out of data after {plural(batches[0], 'batch')}, together."
+    parts = [f"{ranks([r for r, b in after.items() if b == count])} after {count}" for count in reversed(batches)]
+    return f" In epoch 0 the ranks ran out of data at different steps: {', '.join(parts)} batches."
 
 
 def epoch_order_line(run: DDPRun) -> str | None:
@@ -95,7 +162,7 @@ def epoch_order_line(run: DDPRun) -> str | None:
     if same:
         return (
             f"Without set_epoch the shuffle is seeded the same every epoch: rank 0 saw {indices(zero)} in epoch 0 "
-            f"and again {indices(one)} in epoch 1. Call `sampler.set_epoch(epoch)` before each epoch."
+            f"and again {indices(one)} in epoch 1. " + STATEMENTS["set_epoch"].text
         )
     return f"set_epoch reshuffled each epoch: rank 0 saw {indices(zero)} in epoch 0, then {indices(one)}."
 
@@ -137,8 +204,8 @@ def single_process_lines(run: DDPRun) -> list[str]:
         sizes = {r.rank: sum(len(m.indices) for m in r.micro_steps if m.step == first) for r in run.ranks}
         line += (
             f" They part at step {first}, where the ranks trained on {', '.join(str(s) for s in sizes.values())} "
-            f"samples: DDP averages per-rank means over all {run.world_size} ranks, which equals the combined "
-            "batch's mean only when every rank's batch is the same size."
+            f"samples: DDP gave each rank's mean gradient the same weight, 1/{run.world_size}, while one process "
+            "weighted every sample the same."
         )
     return [line]
 
@@ -160,7 +227,7 @@ def effective_batch_line(run: DDPRun) -> str:
 
 def communication_lines(run: DDPRun) -> list[str]:
     comm = analysis.communication(run)
-    if comm.micro_steps == 0:  # rank 0 left no record of its steps
+    if comm.micro_steps == 0 or not run.ranks[0].recorded:  # rank 0's steps are not all known
         return []
     lines = []
     k = run.options.accumulation
@@ -168,17 +235,14 @@ def communication_lines(run: DDPRun) -> list[str]:
         skipped = comm.micro_steps - comm.synced_micro_steps
         lines.append(
             f"Rank 0 trained on {plural(comm.micro_steps, 'micro-batch')} and all-reduced after "
-            f"{comm.synced_micro_steps} of them: under `no_sync()` the other {skipped} only added to the local "
-            f"`.grad`, so communication happened once per {k} micro-batches (or fewer at an epoch's end)."
+            f"{comm.synced_micro_steps} of them: under `no_sync()` the other {skipped} accumulated into the local "
+            f"`.grad` without communicating, once per {k} micro-batches (or fewer at an epoch's end)."
         )
     if comm.buckets:
         lines.append(bucket_line(run, comm))
-    overlap = overlap_ms(run)
-    if overlap is not None:
-        lines.append(
-            f"The first bucket's all-reduce started {overlap:.2f} ms before backward finished: communication "
-            "overlaps the rest of backward, which is what buckets are for."
-        )
+    overlap = overlap_line(run)
+    if overlap:
+        lines.append(overlap)
     return lines
 
 
@@ -201,15 +265,23 @@ def bucket_line(run: DDPRun, comm: analysis.Communication) -> str:
     return f"{cap}: each synchronised backward all-reduced its gradients in {plural(last, 'bucket')} ({listed})."
 
 
-def overlap_ms(run: DDPRun) -> float | None:
-    """Mean time between the first bucket's all-reduce start and the end of backward, when a step had 2+ buckets."""
-    rank = run.ranks[0]
-    gaps = []
-    for entry in rank.micro_steps:
-        calls = [c for c in rank.collectives if not c.shadow and c.step == entry.step and c.epoch == entry.epoch]
-        if entry.synced and len(calls) > 1:
-            gaps.append((entry.backward[1] - min(c.start for c in calls)) * 1000)
-    return sum(gaps) / len(gaps) if gaps else None
+def overlap_line(run: DDPRun) -> str | None:
+    """Did an all-reduce start before backward had computed its last gradient? From hook times (rank 0)."""
+    measured = analysis.overlaps(run)
+    if not measured:
+        return None  # a file from before the gradient times were recorded, or no synchronised step
+    best = max(measured, key=lambda o: o.lead_ms)
+    if best.lead_ms > 0:
+        overlapped = sum(o.lead_ms > 0 for o in measured)
+        return (
+            f"In step {best.step}, the first of its {plural(best.buckets, 'bucket')} started its all-reduce "
+            f"{best.lead_ms:.2f} ms before backward accumulated its last gradient: communication overlapped the "
+            f"rest of backward ({overlapped} of {plural(len(measured), 'synchronised backward')})."
+        )
+    return (
+        f"Every all-reduce started after backward had accumulated its last gradient (the closest by "
+        f"{-best.lead_ms:.2f} ms, with {plural(best.buckets, 'bucket')}): nothing overlapped in this run."
+    )
 
 
 LAUNCH_REASONS = {
@@ -245,3 +317,42 @@ def explain(run: DDPRun) -> list[str]:
     lines += failures.uneven_lines(run)
     lines += [line for line in (one_writer_line(run), timing_line(run)) if line]
     return lines
+
+
+# --- The page's words: help texts, banners and captions, here so that claims tests can reach them ------------
+
+NO_SAMPLER_HELP = "DistributedSampler's option: the own-slice sharding has no sampler."
+HELP = {
+    "world_size": "Ranks: one process each.",
+    "accumulation": "no_sync for k-1 of k.",
+    "steps": "Optimizer steps in the whole run.",
+    "sharding": "Sampler: DistributedSampler (pads or drops to even shards). Own slice: rank::W, no padding.",
+    "join": "torch.distributed.algorithms.Join, for uneven inputs.",
+    "launcher": "forkserver: ranks fork from a process with torch loaded. torchrun: fresh interpreters, seconds each.",
+}
+NO_GRADIENTS = "No rank finished a synchronised step, so there are no gradients to compare."
+TOPOLOGY_CAPTION = "Each box a process with its own model replica and its epoch-0 shard (* repeated by the sampler)"
+CLUSTER_INTRO = (
+    "The ranks here run `explorers/ddp/worker.py`, the same script torchrun starts on a cluster; rank 0 writes the "
+    "same results file. On each of N machines:"
+)
+
+
+def bucket_help(gradient_bytes: int) -> str:
+    return f"DDP's bucket_cap_mb. The model's gradients are {format_bytes(gradient_bytes)}: tiny caps split them."
+
+
+def cpu_fallback_line(cuda_devices: int, world_size: int) -> str:
+    return (
+        f"DDP runs on the CPU with gloo here: NCCL needs one GPU per rank, and this machine has {cuda_devices} CUDA "
+        f"device(s) for {world_size} rank(s)."
+    )
+
+
+def banner(run: DDPRun, where: str) -> tuple[bool, str]:
+    """(finished, the banner over the run's diagram), read off the ranks' outcomes."""
+    if run.outcome == "finished":
+        return True, f"**Finished**: {plural(run.world_size, 'rank')}, {where}."
+    failed = [r for r in run.ranks if r.outcome != "finished"]
+    named = ", ".join(f"rank {r.rank} {r.outcome} during {r.phase}" for r in failed)
+    return False, f"**{run.outcome.replace('_', ' ').capitalize()}**: {named}. See *Why* below."

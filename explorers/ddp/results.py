@@ -93,6 +93,9 @@ class MicroStep:
     forward: tuple[float, float]
     backward: tuple[float, float]  # includes the all-reduce when synced
     optimizer: tuple[float, float] | None
+    # When the last parameter's gradient was accumulated in this backward (a post-accumulate-grad hook);
+    # None in files written before it was recorded. Against the all-reduce starts, it witnesses overlap.
+    last_gradient_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,7 @@ class Collective:
     bytes: int
     start: float
     end: float | None
+    micro_batch: int | None = None  # the rank's micro-batch (counted from 0 over the run) whose backward made it
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,7 @@ class RankResult:
     phase: str
     error: str | None
     launched_at: float
+    recorded: bool  # False when the rank left no record: its micro-batches and calls are unknown, not zero
     ready_at: float | None
     init_done_at: float | None
     finished_at: float | None

@@ -72,10 +72,12 @@ class _Checker:
         shown = shown[:60] + ("…" if len(shown) > 60 else "")
         raise ResultsFileError(f"{path}: expected {expected}, found {shown}")
 
-    def keys(self, value: object, path: str, names: tuple[str, ...]) -> dict:
+    def keys(self, value: object, path: str, names: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+        """The object's keys are `names` plus any of `optional` (added after version 1's first files)."""
         if not isinstance(value, dict):
             self.fail(path, "an object", value)
-        unknown, missing = sorted(set(value) - set(names)), sorted(set(names) - set(value))
+        unknown = sorted(set(value) - set(names) - set(optional))
+        missing = sorted(set(names) - set(value))
         if unknown:
             raise ResultsFileError(f"{path}: unknown key(s) {unknown[:5]}")
         if missing:
@@ -181,7 +183,9 @@ class _Checker:
             "init_done_at", "finished_at", "param_sum_before_ddp", "param_sum_after_ddp", "final_param_sum",
             "sampler_orders", "micro_steps", "steps", "collectives",
         )  # fmt: skip
-        r = self.keys(raw, path, names)
+        r = self.keys(raw, path, names, optional=("recorded",))
+        if not isinstance(r.get("recorded", True), bool):
+            self.fail(f"{path}.recorded", "true or false", r["recorded"])
         most_micro = options.steps * options.accumulation
         orders = self.items(r["sampler_orders"], f"{path}.sampler_orders", options.epochs)
         return RankResult(
@@ -194,6 +198,7 @@ class _Checker:
             phase=self.choice(r["phase"], f"{path}.phase", PHASES),
             error=self.optional(self.text, r["error"], f"{path}.error", MAX_ERROR_CHARS),
             launched_at=self.time(r["launched_at"], f"{path}.launched_at"),
+            recorded=r.get("recorded", True),
             **{
                 name: self.optional(self.time, r[name], f"{path}.{name}")
                 for name in ("ready_at", "init_done_at", "finished_at")
@@ -226,7 +231,7 @@ class _Checker:
 
     def micro_step(self, raw: object, path: str, options) -> MicroStep:
         names = ("epoch", "step", "micro", "synced", "indices", "loss", "data", "forward", "backward", "optimizer")
-        m = self.keys(raw, path, names)
+        m = self.keys(raw, path, names, optional=("last_gradient_at",))
         if not isinstance(m["synced"], bool):
             self.fail(f"{path}.synced", "true or false", m["synced"])
         indices = self.items(m["indices"], f"{path}.indices", options.per_rank_batch, 1)
@@ -241,6 +246,7 @@ class _Checker:
             forward=self.span(m["forward"], f"{path}.forward"),
             backward=self.span(m["backward"], f"{path}.backward"),
             optimizer=self.optional(self.span, m["optimizer"], f"{path}.optimizer"),
+            last_gradient_at=self.optional(self.time, m.get("last_gradient_at"), f"{path}.last_gradient_at"),
         )
 
     def step(self, raw: object, path: str, options, gradient_size: int) -> StepGradients:
@@ -261,7 +267,9 @@ class _Checker:
         )
 
     def collective(self, raw: object, path: str, options) -> Collective:
-        c = self.keys(raw, path, ("epoch", "step", "shadow", "bucket", "bytes", "start", "end"))
+        c = self.keys(
+            raw, path, ("epoch", "step", "shadow", "bucket", "bytes", "start", "end"), optional=("micro_batch",)
+        )
         if not isinstance(c["shadow"], bool):
             self.fail(f"{path}.shadow", "true or false", c["shadow"])
         return Collective(
@@ -272,6 +280,9 @@ class _Checker:
             bytes=self.integer(c["bytes"], f"{path}.bytes", 0, 2**30),
             start=self.time(c["start"], f"{path}.start"),
             end=self.optional(self.time, c["end"], f"{path}.end"),
+            micro_batch=self.optional(
+                self.integer, c.get("micro_batch"), f"{path}.micro_batch", 0, options.steps * options.accumulation
+            ),
         )
 
     def single(self, raw: object, path: str, options) -> SingleProcess:

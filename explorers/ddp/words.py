@@ -42,7 +42,7 @@ def ranks(ranks) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + " and ".join(", ".join(map(str, ranks)).rsplit(", ", 1))
 
 
-PLURALS = {"process": "processes", "entry": "entries", "micro-batch": "micro-batches"}
+PLURALS = {"process": "processes", "entry": "entries", "micro-batch": "micro-batches", "batch": "batches"}
 
 
 def plural(count: int, word: str) -> str:

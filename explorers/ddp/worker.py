@@ -94,6 +94,7 @@ class Recorder:
             "phase": "starting",
             "error": None,
             "launched_at": float(os.environ.get(LAUNCHED_AT_ENV, STARTED_AT)),
+            "recorded": True,
             "ready_at": None,
             "init_done_at": None,
             "finished_at": None,
@@ -111,6 +112,8 @@ class Recorder:
         self.record["phase"] = phase
         if self.rank_dir is None:
             return
+        if phase == "training" and done:  # a rank that dies mid-run (gloo aborts) still leaves what it did
+            results.write_json(self.rank_dir / f"rank-{self.record['rank']}.json", {**self.record, "recorded": False})
         path = self.rank_dir / f"progress-{self.record['rank']}"
         temporary = path.with_suffix(".tmp")
         temporary.write_text(f"{phase} {done}")
@@ -158,6 +161,23 @@ def span(start: float) -> list[float]:
     return [start, time.time()]
 
 
+class GradientClock:
+    """When each backward accumulated its last parameter gradient: the end of gradient computation.
+
+    A post-accumulate-grad hook runs right after a parameter's `.grad` is written, before DDP's own
+    hook on it can start that bucket's all-reduce; a bucket whose all-reduce started before this
+    time overlapped the rest of backward.
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.last: float | None = None
+        for parameter in model.parameters():
+            parameter.register_post_accumulate_grad_hook(self.ready)
+
+    def ready(self, _parameter: torch.Tensor) -> None:
+        self.last = time.time()
+
+
 def train(options: lab_options.DDPOptions, rank: int, world_size: int, recorder: Recorder, group) -> dict:
     """The training loop; returns what rank 0 needs for the reference (initial and per-step parameters)."""
     device = torch.device(f"cuda:{recorder.record['local_rank']}" if options.device == "cuda" else "cpu")
@@ -174,6 +194,7 @@ def train(options: lab_options.DDPOptions, rank: int, world_size: int, recorder:
     recorder.record["param_sum_after_ddp"] = float(initial.sum())
     hook = CommHook(model, group, world_size, recorder)
     ddp.register_comm_hook(None, hook.all_reduce)
+    gradients = GradientClock(model)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=lab_model.LEARNING_RATE)
     loader, sampler = lab_model.shard_loader(dataset, options, rank, world_size)
     synchronise = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
@@ -196,7 +217,7 @@ def train(options: lab_options.DDPOptions, rank: int, world_size: int, recorder:
                     break
                 group_size = min(options.accumulation, batches - (index - micro))
                 synced = micro == group_size - 1
-                hook.where.update(epoch=epoch, step=step)
+                hook.where.update(epoch=epoch, step=step, micro_batch=len(recorder.record["micro_steps"]))
                 entry = {"epoch": epoch, "step": step, "micro": micro, "synced": synced}
                 started = time.time()
                 x, y, indices = next(fetch)
@@ -207,9 +228,11 @@ def train(options: lab_options.DDPOptions, rank: int, world_size: int, recorder:
                     synchronise()
                     entry["forward"] = span(started)
                     started = time.time()
+                    gradients.last = None
                     (loss / group_size).backward()
                     synchronise()
                     entry["backward"] = span(started)
+                    entry["last_gradient_at"] = gradients.last
                 entry |= {"indices": [int(i) for i in indices], "loss": float(loss.detach()), "optimizer": None}
                 if synced:
                     local = lab_model.flat(hook.local[name] for name, _ in model.named_parameters()).cpu()

@@ -11,8 +11,35 @@ from explorers.cards import AnswerCard
 from explorers.reproducibility.comparison import COMPONENTS, Comparison
 from explorers.reproducibility.job import SOURCES
 from explorers.reproducibility.resumption import ResumedRun, ResumeResult
+from explorers.statements import Statement
 
 QUESTION = "How would you make a PyTorch experiment reproducible?"
+
+# What the lab says about PyTorch in general, each tried in tests/claims/test_reproducibility.py.
+STATEMENTS = {
+    "worker_seeding": Statement(
+        text="Each DataLoader worker seeds `random` and torch with base seed + worker id, and, since PyTorch 1.9, "
+        "numpy's global RNG from the same two numbers; the DataLoader draws the base seed from its generator, or "
+        "from torch's global RNG when it has none.",
+        scope="DataLoader with num_workers > 0, before any worker_init_fn runs; numpy's legacy global RNG (np.random."
+        "*), not a numpy Generator a dataset made itself",
+        source="torch/utils/data/_utils/worker.py: _worker_loop; PyTorch 1.9 release notes (DataLoader seeds numpy)",
+    ),
+    "unseeded_torch": Statement(
+        text="A new process that does not call `torch.manual_seed` starts torch's global RNG from a "
+        "nondeterministic seed.",
+        scope="the CPU default generator of a fresh interpreter; `torch.initial_seed()` reports the seed it got",
+        source="aten/src/ATen/CPUGeneratorImpl.cpp: getDefaultCPUGenerator (seeded from c10::detail::"
+        "getNonDeterministicRandom)",
+    ),
+    "weights_only": Statement(
+        text="`torch.load(weights_only=True)` rebuilds tensors and plain containers only and runs no code from "
+        "the file.",
+        scope="the default allowlist of the weights-only unpickler (torch.serialization.add_safe_globals extends "
+        "it); a file that needs another global raises UnpicklingError",
+        source="torch/_weights_only_unpickler.py; https://pytorch.org/docs/stable/generated/torch.load.html",
+    ),
+}
 NAMES = {"torch": "torch's", "numpy": "numpy's", "python": "`random`'s"}
 
 
@@ -83,17 +110,16 @@ def _global_source_line(c: Comparison, source: str) -> str:
     if c.options.augmentation == "generator_in_init":
         line += " The augmentation drew from the dataset's own Generator instead."
     elif c.options.num_workers:
-        base = "the loader's seeded generator" if c.options.seed_workers else "torch's global RNG"
-        line += (
-            f" The augmentation ran {_where_augmentation_ran(c)}; since PyTorch 1.9 each worker seeds numpy and "
-            f"`random` from a base seed the DataLoader draws from {base}"
-        )
+        base = "a seeded generator of its own" if c.options.seed_workers else "no generator of its own"
+        seeded = c.options.seed_workers or c.options.seed_torch
+        line += f" The augmentation ran {_where_augmentation_ran(c)}. " + STATEMENTS["worker_seeding"].text
+        line += f" Here the DataLoader had {base}"
+        if not c.options.seed_workers:
+            line += f" and torch was {'seeded' if seeded else 'not seeded'}"
         if augmentation is None:
-            line += ", so the augmentation was identical in every run."
-        elif not (c.options.seed_workers or c.options.seed_torch):
-            line += f", which was not seeded here, so the augmentation differed from step {augmentation}."
+            line += ", and the augmentation was identical in every run."
         else:
-            line += f"; the augmentation still differed from step {augmentation}."
+            line += f", and the augmentation differed from step {augmentation}."
     return line
 
 
@@ -103,7 +129,7 @@ def source_lines(c: Comparison) -> list[str]:
     lines = []
     if not o.seed_torch:
         weights = first["initial weights"]
-        line = "torch was not seeded: a new process seeds its global RNG from the operating system"
+        line = "torch was not seeded"
         line += (
             ", so the initial weights (`nn.Linear`'s init) differed from step 0"
             if weights is not None
@@ -155,7 +181,7 @@ def duplicates_line(c: Comparison) -> str | None:
             "same noise and scales in the same order (the table below shows the first two batches)"
         )
     elif not run.repeated_draws:
-        line += ": one copy of the Generator, in one process, never repeats"
+        line += ": one copy of the Generator, in one process, handed out no draw twice"
     if c.component_first_difference["augmentation"] is None:
         line += ". It was seeded with the config's seed, so every run agreed: reproducible"
         line += ", and wrong" if run.repeated_draws else ""
@@ -245,8 +271,7 @@ def resume_lines(r: ResumeResult) -> list[str]:
     lines = [resume_line(r, run) for run in r.resumed]
     lines.append(
         f"The checkpoint held {_joined(r.checkpoint_parts)} ({units.format_bytes(r.checkpoint_bytes)}); each resumed "
-        "process loaded it with `torch.load(weights_only=True)`, which rebuilds tensors and plain containers only "
-        "and runs no code from the file."
+        "process loaded it with `torch.load(weights_only=True)`. " + STATEMENTS["weights_only"].text
     )
     return lines
 
@@ -256,15 +281,14 @@ def resume_lines(r: ResumeResult) -> list[str]:
 
 def predict_evidence(with_workers: Comparison, main_process: Comparison) -> tuple[str, str]:
     """(the answer the runs give, the evidence) for: seed torch only, 2 workers, numpy augmentation: equal?"""
-    answer = "Yes, bitwise equal" if with_workers.bitwise_equal else "No, they differ"
+    answer = PREDICT_CHOICES[0] if with_workers.bitwise_equal else PREDICT_CHOICES[1]
     drew = with_workers.runs[0].main_drew["numpy"]
     evidence = (
-        f"Measured just now, {with_workers.options.runs} fresh processes with only torch seeded and "
-        f"{with_workers.options.num_workers} workers: {badge(with_workers)[1]} Numpy's global RNG in the main "
-        f"process {'moved' if drew else 'was never drawn from'}; the augmentation "
+        f"Measured just now, {with_workers.options.runs} fresh processes with torch seeded (numpy, `random` and the "
+        f"workers not) and {with_workers.options.num_workers} workers: {badge(with_workers)[1]} Numpy's global RNG "
+        f"in the main process {'moved' if drew else 'did not move'}; the augmentation "
         + (
-            "was identical in every run, because PyTorch seeds numpy and `random` in each worker from torch's base "
-            "seed."
+            "was identical in every run. " + STATEMENTS["worker_seeding"].text
             if with_workers.component_first_difference["augmentation"] is None
             else f"differed from step {with_workers.component_first_difference['augmentation']}."
         )
@@ -316,7 +340,32 @@ def answer_card(c: Comparison, r: ResumeResult) -> AnswerCard:
         ),
         trade_off=trade_off,
         could_prove_wrong=(
-            "Two fresh processes with identical manifests on the same machine whose final-parameter digests "
-            "differ: then a source of randomness is not recorded, and the first component that differed names it."
+            "Two fresh processes on the same machine whose manifests agree on every field before `result` (code, "
+            "versions, seeds, flags, data) yet whose final-parameter digests differ: then a source of randomness "
+            "is not recorded, and the first component that differed names it."
         ),
+    )
+
+
+# --- The page's words, here so that claims tests can reach them --------------------------------------------------
+
+RESUME_CAPTION = (
+    "One process trains straight through and writes a checkpoint after the chosen step; each resumed run is a new "
+    "process that loads it with `torch.load(weights_only=True)`, restores what you keep, and trains to the end. "
+    "All seeds set, data read in the main process."
+)
+CPU_ONLY = "This lab's job runs on the CPU; the device choice does not apply to it."
+SHORT_RUN_CHECKPOINT = "With 2 steps, the checkpoint is written after step 1."
+MANIFESTS_IDENTICAL = "The two manifests are identical, field for field."
+COMPARE_MANIFESTS = "**Compare two manifests.** Run 1 against the last run, unless you upload your own for either side."
+DRAWS_CAPTION = "Run 1's first two batches: who made them, and the scales drawn"
+PREDICT_CHOICES = ["Yes, bitwise equal", "No, they differ"]
+
+
+def predict_question(options) -> str:
+    """The question for the comparison the prediction will run (torch seeded, the other sources not)."""
+    workers = f"{options.num_workers} DataLoader workers" if options.num_workers else "no DataLoader workers"
+    return (
+        f"Seed torch, but not numpy, random or the workers; {workers}, augmentation drawing from numpy and random: "
+        f"are {options.runs} fresh runs bitwise equal?"
     )

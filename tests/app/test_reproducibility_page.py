@@ -109,7 +109,11 @@ def test_the_prediction_reveals_the_measured_answer_with_both_runs():
     assert not at.exception
     reveal = at.error[-1].value
     assert reveal.startswith("Not quite: **Yes, bitwise equal**")
-    assert "only torch seeded and 2 workers" in reveal and "num_workers=0" in reveal and "Differs from step" in reveal
+    assert (
+        "with torch seeded (numpy, `random` and the workers not) and 2 workers" in reveal
+        and "num_workers=0" in reveal
+        and "Differs from step" in reveal
+    )
 
 
 @pytest.fixture(scope="module")

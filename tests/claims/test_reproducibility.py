@@ -21,9 +21,10 @@ import pytest
 import torch
 
 from explorers import engine, units
-from explorers.reproducibility import lesson
+from explorers.reproducibility import lesson, manifest
 from explorers.reproducibility.comparison import CompareOptions, compare_runs
 from explorers.reproducibility.resumption import ResumeOptions, resume_study
+from tests.claims.falsify import falsifies
 
 ALL_SEEDED = CompareOptions()
 TORCH_ONLY = CompareOptions(seed_numpy=False, seed_python=False, seed_workers=False, deterministic=False)
@@ -124,8 +125,8 @@ def test_torch_seeded_alone_makes_worker_numpy_and_random_reproducible(worker_fa
     assert seeded[0]["workers"] == seeded[1]["workers"]
     assert unseeded[0]["workers"] != unseeded[1]["workers"]
     line = next(s for s in lesson.explain(measured(compare_runs, TORCH_ONLY)) if s.startswith("Numpy's"))
-    assert "since PyTorch 1.9 each worker seeds numpy and `random`" in line
-    assert line.endswith("so the augmentation was identical in every run.")
+    assert lesson.STATEMENTS["worker_seeding"].text in line
+    assert line.endswith("and the augmentation was identical in every run.")
 
 
 def test_with_workers_the_main_process_never_draws_from_numpy_or_random(worker_facts):
@@ -186,6 +187,7 @@ def test_resume_sentences_match_the_recorded_losses():
         assert number(re.search(r"differ by up to (\S+);", line).group(1)) == pytest.approx(gap, rel=5e-3)
 
 
+@falsifies(lesson.STATEMENTS["weights_only"])
 def test_weights_only_loading_runs_no_code_from_the_file(tmp_path):
     marker = tmp_path / "the-file-ran-code"
 
@@ -201,3 +203,83 @@ def test_weights_only_loading_runs_no_code_from_the_file(tmp_path):
     r = measured(resume_study, ResumeOptions())
     line = lesson.resume_lines(r)[-1]
     assert "torch.load(weights_only=True)" in line and units.format_bytes(r.checkpoint_bytes) in line
+
+
+# --- Issue 18: every sentence has a witness; general statements tried on their own ---------------------------
+
+WORKER_SEEDS = r"""
+import json, random, sys
+import numpy as np, torch
+
+class Seeds(torch.utils.data.Dataset):
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        info = torch.utils.data.get_worker_info()
+        return {"id": info.id, "seed": info.seed, "torch": torch.initial_seed(), "random": random.random(),
+                "expected_random": random.Random(info.seed).random() if i < 2 else None, "numpy": np.random.rand()}
+
+generator = torch.Generator().manual_seed(int(sys.argv[1]))
+base = torch.empty((), dtype=torch.int64).random_(generator=generator.clone_state()).item()
+loader = torch.utils.data.DataLoader(Seeds(), batch_size=None, num_workers=2, generator=generator,
+                                     multiprocessing_context="fork")
+print(json.dumps({"base": base, "items": [dict(item) for item in loader]}))
+"""
+
+
+@falsifies(lesson.STATEMENTS["worker_seeding"])
+def test_workers_seed_random_and_torch_from_base_plus_id_and_numpy_from_the_same():
+    runs = [fresh_python(WORKER_SEEDS, seed) for seed in ("5", "5", "6")]
+    for run in runs:
+        for item in run["items"]:
+            assert item["seed"] == item["torch"] == run["base"] + item["id"]  # torch: base seed + worker id
+            first = [i for i in run["items"] if i["id"] == item["id"]][0]
+            assert first["random"] == random_from(first["seed"])  # random: seeded with the same number
+    numpy_of = [[i["numpy"] for i in run["items"]] for run in runs]
+    assert numpy_of[0] == numpy_of[1] != numpy_of[2]  # numpy: fixed by the base seed, new with another
+    assert len({i["numpy"] for i in runs[0]["items"]}) == len(runs[0]["items"])  # and different per worker
+
+
+def random_from(seed: int) -> float:
+    import random
+
+    return random.Random(seed).random()
+
+
+@falsifies(lesson.STATEMENTS["unseeded_torch"])
+def test_a_fresh_process_without_manual_seed_gets_a_new_torch_seed():
+    script = "import json, torch; print(json.dumps([torch.initial_seed(), torch.rand(3).tolist()]))"
+    first, second = fresh_python(script), fresh_python(script)
+    assert first[0] != second[0] and first[1] != second[1]
+
+
+def test_the_worker_sentence_dates_numpy_to_1_9_and_random_before_it():
+    text = lesson.STATEMENTS["worker_seeding"].text
+    assert "since PyTorch 1.9 each worker seeds numpy and `random`" not in text.lower()
+    assert text.index("`random`") < text.index("1.9") < text.index("numpy")
+    line = next(
+        s
+        for s in lesson.explain(measured(compare_runs, dataclasses.replace(TORCH_ONLY, num_workers=1)))
+        if s.startswith("Numpy's")
+    )
+    assert "in 1 DataLoader worker process." in line and text in line
+
+
+def test_the_card_names_what_two_manifests_compare_not_the_digest_they_hold():
+    unseeded = measured(compare_runs, dataclasses.replace(ALL_SEEDED, seed_torch=False, runs=2, steps=4))
+    left, right = (run.manifest for run in unseeded.runs)
+    assert left["result"]["final_parameters_digest"] != right["result"]["final_parameters_digest"]
+    fields = {d.field for d in manifest.differences(left, right)}
+    assert "result.final_parameters_digest" in fields  # a different digest is itself a manifest difference
+    wording = lesson.answer_card(
+        unseeded, measured(resume_study, ResumeOptions(total_steps=4, checkpoint_at=2))
+    ).could_prove_wrong
+    assert "identical manifests" not in wording and "every field before `result`" in wording
+
+
+def test_the_prediction_question_follows_the_options_it_runs():
+    for workers, runs in ((2, 2), (0, 3), (3, 4)):
+        options = dataclasses.replace(TORCH_ONLY, num_workers=workers, runs=runs)
+        question = lesson.predict_question(options)
+        assert f"are {runs} fresh runs" in question
+        assert (f"{workers} DataLoader workers" if workers else "no DataLoader workers") in question
