@@ -65,13 +65,17 @@ def counting(excluded: set[int], found: dict[int, int]) -> Iterator[None]:
     place before backward used it (the check lives in SavedVariable::unpack, which hooks replace).
     So these hooks replay it: each tensor's version counter is read at pack and compared at unpack,
     and a mismatch raises PyTorch's own error instead of a silently wrong gradient.
+
+    They keep `tensor.detach()`, not the tensor: a saved output kept as itself would hold its own
+    grad_fn, a reference cycle that no garbage collection frees (measured: the storage outlived the
+    graph). A detached tensor shares the storage and the version counter, which is all backward reads.
     """
 
     def pack(tensor: torch.Tensor) -> tuple[torch.Tensor, int | None]:
         key = storage_key(tensor)
         if key not in excluded:
             found[key] = tensor.untyped_storage().nbytes()
-        return tensor, _version(tensor)
+        return tensor.detach(), _version(tensor)
 
     def unpack(packed: tuple[torch.Tensor, int | None]) -> torch.Tensor:
         tensor, version = packed
