@@ -15,7 +15,10 @@ What the engine does:
 - `submit` returns a `Run`; `Run.result(on_poll)` streams `Progress` (with optional
   partial data) while it waits; the experiment reports through the `report` callback it
   is given, and each report is also where a cancel request takes effect;
-- results are cached by (experiment, options), bounded in entries and bytes, shared by
+- results are cached by (experiment, options, code version: a hash of every file under
+  explorers/), so an edited explorer is never answered with an old result, and a worker
+  that imported the old code is replaced before it runs anything; the cache is bounded
+  in entries and bytes, shared by
   every caller and handed out as copies (unpickled afresh); identical requests in flight
   share one job, and a job is cancelled only when its last waiter leaves;
 - a run past its time limit, or whose worker does not honour a cancel within
@@ -43,6 +46,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import hashlib
 import itertools
 import multiprocessing
 import multiprocessing.connection
@@ -58,6 +62,7 @@ import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -222,8 +227,29 @@ def _execute(conn, job_id: int, fn: Callable, options: Any, threads: int) -> tup
 # --- The server side ---------------------------------------------------------------------------
 
 
+EXPLORERS_DIR = Path(__file__).resolve().parent
+CODE_CHECK_S = 1.0  # how stale the code version may be: an edit is seen within a second
+_code_lock = threading.Lock()
+_code_seen: dict[str, Any] = {"at": -CODE_CHECK_S, "stat": None, "hash": ""}
+
+
+def code_version() -> str:
+    """A hash of every Python file under explorers/, re-read when a file's size or mtime changes."""
+    with _code_lock:
+        if time.monotonic() - _code_seen["at"] >= CODE_CHECK_S:
+            files = sorted(EXPLORERS_DIR.rglob("*.py"))
+            stat = [(str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files]
+            if stat != _code_seen["stat"]:
+                digest = hashlib.sha256()
+                for f in files:
+                    digest.update(f.relative_to(EXPLORERS_DIR).as_posix().encode() + b"\0" + f.read_bytes())
+                _code_seen.update(stat=stat, hash=digest.hexdigest()[:16])
+            _code_seen["at"] = time.monotonic()
+        return _code_seen["hash"]
+
+
 def experiment_key(fn: Callable, options: Hashable) -> tuple:
-    return (fn.__module__, fn.__qualname__, options)
+    return (fn.__module__, fn.__qualname__, options, code_version())
 
 
 class _Job:
@@ -262,6 +288,7 @@ class _Worker:
         self.process.start()
         child_conn.close()
         self.ready = False
+        self.code_version = code_version()  # forked now, it imports the lab modules as they are now
         self.job: _Job | None = None
         self.cancel_deadline: float | None = None
 
@@ -473,8 +500,12 @@ class Engine:
                 self._workers.append(worker)
 
     def _assign_queued_jobs(self) -> None:
-        for worker in self._workers:
+        current = code_version()
+        for worker in list(self._workers):
             if not (worker.ready and worker.job is None and self._queue):
+                continue
+            if worker.code_version != current:  # it may have imported the old code: start a fresh one
+                self._replace(worker, None)
                 continue
             job = min(self._queue, key=lambda j: (j.priority, j.id))
             self._queue.remove(job)
