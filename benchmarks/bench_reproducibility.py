@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from explorers.reproducibility import job  # noqa: E402
-from explorers.reproducibility.comparison import CompareOptions, compare_runs  # noqa: E402
+from explorers.reproducibility.experiment import CompareOptions, compare_runs  # noqa: E402
 
 TARGET_S = 5.0
 

@@ -4,16 +4,14 @@ import dataclasses
 
 import streamlit as st
 
-from explorers.reproducibility import comparison as rerun
+from explorers.reproducibility import card, experiment, job, lesson, manifest
 from explorers.reproducibility import figures as charts
-from explorers.reproducibility import job, lesson, manifest
-from explorers.reproducibility import resumption as resume
 from ui import figures, runs
 from ui.fields import BoolField, ChoiceField, IntField, quote
 from ui.frame import start_lab
 
-DEFAULT = rerun.CompareOptions()
-RESUME = resume.ResumeOptions()
+DEFAULT = experiment.CompareOptions()
+RESUME = experiment.ResumeOptions()
 SOURCE_FIELDS = {  # URL name: (CompareOptions field, toggle label)
     "torch": ("seed_torch", "Seed torch"),
     "numpy": ("seed_numpy", "Seed numpy"),
@@ -28,12 +26,12 @@ KEEP_FIELDS = {  # URL name: (ResumeOptions field, toggle label)
 }
 FIELDS = (
     *(BoolField(name, getattr(DEFAULT, option)) for name, (option, _) in SOURCE_FIELDS.items()),
-    IntField("runs", DEFAULT.runs, *rerun.RUNS_RANGE),
+    IntField("runs", DEFAULT.runs, *experiment.RUNS_RANGE),
     IntField("workers", DEFAULT.num_workers, *job.WORKERS_RANGE),
     IntField("steps", DEFAULT.steps, *job.STEPS_RANGE),
     IntField("seed", DEFAULT.seed, *job.SEED_RANGE),
     ChoiceField("augmentation", DEFAULT.augmentation, tuple(job.AUGMENTATIONS)),
-    IntField("trial", DEFAULT.trial, *rerun.TRIAL_RANGE),
+    IntField("trial", DEFAULT.trial, *experiment.TRIAL_RANGE),
     IntField("checkpoint", RESUME.checkpoint_at, 1, job.STEPS_RANGE[1] - 1),
     *(BoolField(name, getattr(RESUME, option)) for name, (option, _) in KEEP_FIELDS.items()),
 )
@@ -43,7 +41,7 @@ key = page.key
 
 
 def run_again() -> None:
-    page.set("trial", min(page.value("trial") + 1, rerun.TRIAL_RANGE[1]))
+    page.set("trial", min(page.value("trial") + 1, experiment.TRIAL_RANGE[1]))
 
 
 bench, stage = page.workbench()
@@ -55,7 +53,7 @@ with bench:  # the sources are what a presenter toggles
     toggles[1].button("Run again", icon=":material/refresh:", on_click=run_again, help="New processes, same settings")
 with bench, page.controls():
     left, right = st.columns(2)
-    left.slider("Runs", *rerun.RUNS_RANGE, key=key("runs"))
+    left.slider("Runs", *experiment.RUNS_RANGE, key=key("runs"))
     right.slider("DataLoader workers", *job.WORKERS_RANGE, key=key("workers"))
     left.slider("Steps", *job.STEPS_RANGE, key=key("steps"))
     right.number_input("Seed", *job.SEED_RANGE, key=key("seed"), step=1)
@@ -66,7 +64,7 @@ steps = page.value("steps")
 if page.value("checkpoint") > steps - 1:  # the resume slider's range follows the steps
     page.set("checkpoint", steps - 1)
 
-options = rerun.CompareOptions(
+options = experiment.CompareOptions(
     runs=page.value("runs"),
     num_workers=page.value("workers"),
     steps=steps,
@@ -77,7 +75,7 @@ options = rerun.CompareOptions(
 )
 settings = charts.caption_settings(options)
 
-comparison = runs.run(rerun.compare_runs, options, label="Running the job in fresh processes")
+comparison = runs.run(experiment.compare_runs, options, label="Running the job in fresh processes")
 kind, text = lesson.badge(comparison)
 with stage:
     {"equal": st.success, "differs": st.error}.get(kind, st.warning)(f"**{text}**")
@@ -113,14 +111,14 @@ with checkpoint:
         st.slider("Checkpoint after step", 1, steps - 1, key=key("checkpoint"))
     else:
         st.caption(lesson.SHORT_RUN_CHECKPOINT)
-resume_options = resume.ResumeOptions(
+resume_options = experiment.ResumeOptions(
     total_steps=steps,
     checkpoint_at=page.value("checkpoint"),
     seed=options.seed,
     **{option: page.value(name) for name, (option, _) in KEEP_FIELDS.items()},
 )
 page.sync_url()
-resumed = runs.run(resume.resume_study, resume_options, label="Resuming from a checkpoint in fresh processes")
+resumed = runs.run(experiment.resume_study, resume_options, label="Resuming from a checkpoint in fresh processes")
 resume_settings = {"steps": steps, "checkpoint": resume_options.checkpoint_at, "seed": options.seed}
 figures.plotly(  # full width: five curves need a legend on one row
     charts.resume_figure(resumed),
@@ -167,15 +165,18 @@ if None not in sides:
 lines = lesson.explain(comparison)
 resume_sentences = lesson.resume_lines(resumed)
 figures.why_panel(lines + resume_sentences)
-figures.answer_card(lesson.answer_card(comparison, resumed))
+figures.answer_card(card.answer_card(comparison, resumed))
 predict_key = key("predict")
 answer = evidence = ""  # the runs behind the answer start once the reader has committed to one
-torch_only = rerun.CompareOptions(
+torch_only = experiment.CompareOptions(
     seed_numpy=False, seed_python=False, seed_workers=False, deterministic=False, steps=steps, seed=options.seed
 )
 if st.session_state.get(predict_key) is not None:
     with_workers, main_process = runs.run_all(
-        [(rerun.compare_runs, torch_only), (rerun.compare_runs, dataclasses.replace(torch_only, num_workers=0))],
+        [
+            (experiment.compare_runs, torch_only),
+            (experiment.compare_runs, dataclasses.replace(torch_only, num_workers=0)),
+        ],
         label="Running the prediction's comparisons",
     )
     answer, evidence = lesson.predict_evidence(with_workers, main_process)

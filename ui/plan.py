@@ -5,6 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PAGE = "pages/9_Study_plan.py"
+QUESTION = "Seven days to answer the eight questions out loud, with evidence."
+# Where drill answers and visited labs live (ui/drill.py keeps them in st.session_state).
+WHERE_PROGRESS_LIVES = (
+    "Progress lives in this browser session's state on the server, in memory: it is not written to disk, "
+    "and it is gone when the session ends or the server restarts."
+)
+NO_ANSWERS_YET = "Answer a lab's predict-then-reveal question and it appears here; wrong first answers come first."
 
 
 @dataclass(frozen=True)

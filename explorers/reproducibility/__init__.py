@@ -25,18 +25,16 @@ it does not draw from changes nothing (with DataLoader workers, PyTorch seeds nu
 """
 
 from explorers.reproducibility import manifest
-from explorers.reproducibility.comparison import (
+from explorers.reproducibility.experiment import (
     COMPONENTS,
     CompareOptions,
     Comparison,
-    RunRecord,
-    compare,
-    compare_runs,
-)
-from explorers.reproducibility.resumption import (
     ResumedRun,
     ResumeOptions,
     ResumeResult,
+    RunRecord,
+    compare,
+    compare_runs,
     resume,
     resume_runs,
     resume_study,

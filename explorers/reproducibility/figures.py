@@ -11,8 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from explorers.reproducibility import lesson
-from explorers.reproducibility.comparison import COMPONENTS, CompareOptions, Comparison
-from explorers.reproducibility.resumption import ResumeResult
+from explorers.reproducibility.experiment import COMPONENTS, CompareOptions, Comparison, ResumeResult
 
 TITLE_SIZE = 19
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash")

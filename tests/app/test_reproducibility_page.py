@@ -10,7 +10,7 @@ import pytest
 
 from explorers import engine
 from explorers.reproducibility import manifest
-from explorers.reproducibility.comparison import CompareOptions, compare_runs
+from explorers.reproducibility.experiment import CompareOptions, compare_runs
 from tests.app.conftest import open_page
 
 PAGE = "pages/7_Reproducibility.py"

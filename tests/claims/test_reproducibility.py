@@ -21,9 +21,8 @@ import pytest
 import torch
 
 from explorers import engine, units
-from explorers.reproducibility import lesson, manifest
-from explorers.reproducibility.comparison import CompareOptions, compare_runs
-from explorers.reproducibility.resumption import ResumeOptions, resume_study
+from explorers.reproducibility import card, lesson, manifest
+from explorers.reproducibility.experiment import CompareOptions, ResumeOptions, compare_runs, resume_study
 from tests.claims.falsify import falsifies
 
 ALL_SEEDED = CompareOptions()
@@ -271,7 +270,7 @@ def test_the_card_names_what_two_manifests_compare_not_the_digest_they_hold():
     assert left["result"]["final_parameters_digest"] != right["result"]["final_parameters_digest"]
     fields = {d.field for d in manifest.differences(left, right)}
     assert "result.final_parameters_digest" in fields  # a different digest is itself a manifest difference
-    wording = lesson.answer_card(
+    wording = card.answer_card(
         unseeded, measured(resume_study, ResumeOptions(total_steps=4, checkpoint_at=2))
     ).could_prove_wrong
     assert "identical manifests" not in wording and "every field before `result`" in wording

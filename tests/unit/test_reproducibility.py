@@ -25,9 +25,8 @@ import torch
 from explorers import engine
 from explorers import reproducibility as repro
 from explorers.reproducibility import fresh, manifest
-from explorers.reproducibility.comparison import CompareOptions, compare_runs
+from explorers.reproducibility.experiment import CompareOptions, ResumeOptions, compare_runs, resume_study
 from explorers.reproducibility.job import JobConfig
-from explorers.reproducibility.resumption import ResumeOptions, resume_study
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_SEEDED = CompareOptions()
@@ -293,7 +292,7 @@ def test_a_caller_that_leaves_stops_every_child_and_its_dataloader_workers(monke
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
 def test_children_end_themselves_when_their_caller_is_killed(tmp_path):
     tag = uuid.uuid4().hex
-    script = "from explorers.reproducibility import comparison as c; c.compare_runs(c.CompareOptions(steps=100))"
+    script = "from explorers.reproducibility import experiment as c; c.compare_runs(c.CompareOptions(steps=100))"
     env = {**os.environ, "REPRO_TEST_TAG": tag, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}  # its leftovers
     caller = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=env)
     deadline = time.monotonic() + 60

@@ -1,0 +1,71 @@
+"""The code base's promises about itself: the README's lab layout, thin pages, and explorers free of streamlit."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pathlib
+
+import pytest
+
+from explorers.statements import Statement
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LABS = sorted(p.name for p in (ROOT / "explorers").iterdir() if (p / "__init__.py").exists())
+EVERY_LAB_HAS = ("__init__.py", "experiment.py", "figures.py", "lesson.py", "card.py")
+LABEL_MAX_CHARS = 60  # longer than a label is a sentence, and sentences live in lesson.py or card.py
+
+
+def test_the_readme_layout_table_names_every_part_every_lab_has():
+    readme = (ROOT / "README.md").read_text()
+    for part in EVERY_LAB_HAS[1:]:
+        assert f"`explorers/<lab>/{part}`" in readme, part
+    assert "`tests/claims/test_<lab>.py`" in readme and "`tests/zoo.py`" in readme
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_every_lab_has_the_promised_parts_and_a_statements_table(lab):
+    package = ROOT / "explorers" / lab
+    missing = [part for part in EVERY_LAB_HAS if not (package / part).exists()]
+    assert not missing, f"explorers/{lab}/ lacks {missing}"
+    statements = importlib.import_module(f"explorers.{lab}.lesson").STATEMENTS
+    assert isinstance(statements, dict) and all(isinstance(s, Statement) for s in statements.values())
+    assert (ROOT / "tests" / "claims" / f"test_{lab}.py").exists()
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "explorers").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_explorers_never_import_streamlit(path):
+    assert "streamlit" not in _imports(path)
+
+
+def _sentences(path: pathlib.Path) -> list[str]:
+    """String literals longer than a label, outside docstrings."""
+    tree = ast.parse(path.read_text())
+    docstrings = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            docstrings.add(id(body[0].value))
+    return [
+        f"{path.name}:{node.lineno}: {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and len(node.value) > LABEL_MAX_CHARS
+    ]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "pages").glob("*.py")), ids=lambda p: p.name)
+def test_pages_hold_no_sentences(path):
+    assert not _sentences(path), "move these into the lab's lesson.py or card.py"
