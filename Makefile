@@ -1,6 +1,7 @@
 # Two commands for a fresh machine (Python 3.11+ and make):
 #   make run    create .venv, install the app, serve it on http://localhost:8501
 #   make test   install the app and test tools, find a Chromium, run lint and the whole suite
+#   (make quick: lint and the suite without browser or slow tests)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -9,7 +10,7 @@ PORT ?= 8501
 HOST ?= localhost
 PIP := $(BIN)/python -m pip install --disable-pip-version-check -q
 
-.PHONY: run test lint unit app e2e bench screenshots browser clean
+.PHONY: run test quick lint unit app e2e bench screenshots browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +42,11 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff format --check .
 
 test: lint browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
+
+# The fast part of the suite (no browser, no process-starting or training-heavy files): a few minutes.
+quick: lint
+	$(BIN)/python -m pytest -m "not slow and not e2e"
 
 unit: $(VENV)/.dev
 	$(BIN)/python -m pytest tests/unit

@@ -1,0 +1,39 @@
+"""Markers and isolation for the whole suite.
+
+- `e2e`: drives a running server in a real Chromium (tests/e2e); `slow`: a test file whose runs
+  start processes or train for seconds. `make quick` runs everything else.
+- Each test file starts with an empty run-engine cache, so no file's result or time depends on
+  which files ran before it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from explorers import engine
+
+# Files whose tests start fresh interpreters, torch.distributed jobs or profiled training runs.
+SLOW_FILES = {
+    "test_ddp.py",
+    "test_ddp_page.py",
+    "test_reproducibility.py",
+    "test_reproducibility_page.py",
+    "test_profiler.py",
+    "test_profiler_page.py",
+    "test_your_model.py",
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.path.parent.name == "e2e":
+            item.add_marker(pytest.mark.e2e)
+        elif item.path.name in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _empty_engine_cache():
+    if engine._default is not None:
+        engine._default.forget_results()
+    yield
