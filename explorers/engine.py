@@ -73,7 +73,8 @@ CACHE_MAX_ENTRIES = 512
 CACHE_MAX_BYTES = 256 * 2**20
 PARENT_CHECK_S = 0.5
 START_FAILURES_ALLOWED = 3  # workers that die before they are ready, in a row, before queued runs fail
-PRELOAD = ["torch", "explorers.engine"]  # what the forkserver imports once, before any worker forks from it
+# What the forkserver imports once, before any worker forks from it (figures need pandas and plotly).
+PRELOAD = ["torch", "pandas", "plotly.graph_objects", "explorers.engine"]
 
 
 class Cancelled(Exception):  # noqa: N818  (a signal, not an error)

@@ -29,13 +29,35 @@ for a partner that never comes and fails at the short timeout; with accumulation
     cluster = ddp.load_results("ddp-results.json")   # written by the worker under torchrun --nnodes N
 """
 
-from explorers.ddp.analysis import SamplerEpoch, gradient_checks, sampler_epochs
-from explorers.ddp.card import answer_card, comparison_rows, padding_prediction
-from explorers.ddp.experiment import load_results, run_ddp, train
-from explorers.ddp.lesson import explain
-from explorers.ddp.options import DDPOptions
-from explorers.ddp.results import DDPRun, RankResult, Timings
-from explorers.ddp.schema import ResultsFileError, parse
+import importlib
+
+# The notebook API, imported on first use (PEP 562): a rank that runs `explorers.ddp.worker`
+# loads this package too, and must not pay for pandas, plotly and the run engine.
+_HOMES = {
+    "SamplerEpoch": "analysis",
+    "gradient_checks": "analysis",
+    "sampler_epochs": "analysis",
+    "answer_card": "card",
+    "comparison_rows": "card",
+    "padding_prediction": "card",
+    "load_results": "experiment",
+    "run_ddp": "experiment",
+    "train": "experiment",
+    "explain": "lesson",
+    "DDPOptions": "options",
+    "DDPRun": "results",
+    "RankResult": "results",
+    "Timings": "results",
+    "ResultsFileError": "schema",
+    "parse": "schema",
+}
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'explorers.ddp' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"explorers.ddp.{_HOMES[name]}"), name)
+
 
 __all__ = [
     "DDPOptions",

@@ -44,12 +44,11 @@ from explorers.ddp.processes import (
     rank_main,
     signal_name,
 )
-from explorers.ddp.settings import INIT_TIMEOUT_S, RUN_TIMEOUT_S
+from explorers.ddp.settings import INIT_TIMEOUT_S, LAUNCHED_AT_ENV, RUN_TIMEOUT_S
 from explorers.engine import WORKER_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"  # not "localhost": it may resolve to IPv6, where gloo may not listen
-LAUNCHED_AT_ENV = "DDP_LAB_LAUNCHED_AT"  # the lab's clock when it started the run (absent on a cluster)
 POLL_S = 0.05
 LOG_TAIL_CHARS = 600
 # What a launcher sets for its ranks: never inherited from the environment this process runs in.

@@ -36,8 +36,7 @@ from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 from explorers.ddp import model as lab_model  # noqa: E402
 from explorers.ddp import options as lab_options  # noqa: E402
 from explorers.ddp import reference, results  # noqa: E402
-from explorers.ddp.launcher import LAUNCHED_AT_ENV  # noqa: E402
-from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S, INIT_TIMEOUT_S  # noqa: E402
+from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S, INIT_TIMEOUT_S, LAUNCHED_AT_ENV  # noqa: E402
 
 PARENT_CHECK_S = 0.2
 ERROR_CHARS = 400

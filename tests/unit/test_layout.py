@@ -69,3 +69,21 @@ def _sentences(path: pathlib.Path) -> list[str]:
 @pytest.mark.parametrize("path", sorted((ROOT / "pages").glob("*.py")), ids=lambda p: p.name)
 def test_pages_hold_no_sentences(path):
     assert not _sentences(path), "move these into the lab's lesson.py or card.py"
+
+
+def test_a_torchrun_rank_imports_torch_and_the_workers_own_modules_and_nothing_heavy():
+    import subprocess
+    import sys
+
+    script = "import sys, explorers.ddp.worker; print(' '.join(sorted(sys.modules)))"
+    shown = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    loaded = set(shown.stdout.split())
+    heavy = {"pandas", "plotly", "streamlit", "explorers.engine", "explorers.ddp.launcher", "explorers.ddp.figures"}
+    assert not heavy & loaded, heavy & loaded
+    # -X importtime prints an import when it finishes, nested ones first: the packages above the worker
+    # finish before torch does, so torch is first imported by the worker, after its launch clock started.
+    finished = [line.rsplit("|", 1)[-1].strip() for line in shown.stderr.splitlines() if "|" in line]
+    assert finished.index("explorers") < finished.index("torch")
+    assert finished.index("explorers.ddp") < finished.index("torch")
