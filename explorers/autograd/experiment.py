@@ -27,7 +27,6 @@ presets draw their weights and dropout masks from torch's global RNG.
 
 from __future__ import annotations
 
-import copy
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,7 +36,8 @@ import torchviz
 from torch import nn
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from explorers import bounds, graphs, saved
+from explorers import batches, bounds, graphs, saved
+from explorers.autograd import your_model
 from explorers.autograd.your_model import UserModel, YourModel
 from explorers.rng import isolated_rng
 
@@ -245,12 +245,17 @@ class _Lifecycle:
             self.target = None if options.preset == "scalar" else torch.randn(batch, 1).to(device)
             self.loss_fn = None if self.target is None else nn.functional.mse_loss
             self.loss_expression = "loss = y" if self.target is None else "loss = mse(model(x), target)"
+            self.batch, self.inputs = self.x, {"x": self.x}
         else:  # private copies: the caller's model, gradients and tensors stay exactly as they were
-            self.model = UserModel(copy.deepcopy(yours.model))
-            self.x = yours.example_input.detach().clone().requires_grad_(yours.example_input.requires_grad)
-            self.target = None if yours.target is None else yours.target.detach().clone()
-            self.loss_fn = yours.loss_fn or (None if self.target is None else nn.functional.mse_loss)
+            batches.warn_module_hooks(yours.model, "autograd.run")
+            self.model = UserModel(batches.copy_model(yours.model, "autograd.run"))
+            self.batch = batches.fresh_batch(yours.example_input)
+            self.inputs = your_model.named_inputs(self.batch)
+            self.x = next(iter(self.inputs.values()), None)
+            self.target = batches.fresh_batch(yours.target)
+            self.loss_fn = yours.loss_fn
             self.loss_expression = yours.loss_expression
+        self.yours = yours
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.SGD(trainable, lr=LEARNING_RATE) if trainable else None
         if not trainable:
@@ -268,7 +273,7 @@ class _Lifecycle:
 
     @property
     def leaves(self) -> dict[str, torch.Tensor]:
-        named = {"x": self.x} if self.x.requires_grad else {}
+        named = {name: t for name, t in self.inputs.items() if t.requires_grad}
         return named | self.parameters
 
     def apply(self, action: str) -> tuple[str | None, bool]:
@@ -300,6 +305,14 @@ class _Lifecycle:
 
     def _run_model(self) -> None:
         self.forward_grad_mode = torch.is_grad_enabled()
+        if self.yours is not None:  # a failing forward or loss is the caller's ValueError, not a step's error
+            output, intermediates = self.model(self.batch)
+            self.loss = your_model.loss_of(self.yours, output, self.batch, self.target)
+            first = batches.first_float(output)
+            shown = [("model out", first)] if self.target is not None and first is not None else []
+            self.intermediates = [*intermediates, *shown]
+            self.graph_freed = False
+            return
         output, intermediates = self.model(self.x)
         if self.loss_fn is None:  # the scalar neuron's output is its loss; a user's output without a loss is summed
             self.loss = output if output.dim() == 0 else output.sum()
@@ -345,9 +358,9 @@ class _Lifecycle:
     def _owners(self) -> dict[int, str]:
         """Storages that exist with or without a graph: parameters, buffers (BatchNorm's running
         statistics) and the batch. A saved tensor sharing one of them costs the graph nothing."""
-        owned = {**self.parameters, **dict(self.model.named_buffers()), "input x": self.x}
-        if self.target is not None:
-            owned["target"] = self.target
+        owned = {**self.parameters, **dict(self.model.named_buffers())}
+        owned |= {f"input {name}": t for name, t in self.inputs.items()}
+        owned |= {f"target {i}": t for i, t in enumerate(batches.tensors_in(self.target))}
         return {saved.storage_key(t): name for name, t in owned.items()}
 
     def _saved_in_graph(self) -> list[tuple[SavedTensor, int]]:
@@ -388,7 +401,7 @@ class _Lifecycle:
 
     def snapshot(self, action: str, error: str | None, error_from_pytorch: bool = True) -> Snapshot:
         saved_bytes, saved_count = self._held_bytes()
-        rows = [self._row("x", self.x, "input")]
+        rows = [self._row(name, t, "input") for name, t in self.inputs.items()]
         rows += [self._row(name, p, "parameter") for name, p in self.parameters.items()]
         rows += [self._row(name, t, "intermediate") for name, t in self.intermediates]
         if self.loss is not None:
@@ -535,7 +548,9 @@ def run(
 
     With `yours`, the run works on private copies of the model and tensors (the options' preset,
     sizes and activation do not apply; seed, device and show_saved do), so the caller's model,
-    its `.grad` fields, buffers and tensors are left exactly as they were.
+    its `.grad` fields, buffers and tensors are left exactly as they were. Its batch, target and
+    loss follow `explorers.batches` (see `your_model.YourModel`); a forward or loss that fails
+    raises ValueError naming the call made, instead of becoming a step's error.
     """
     options = options or AutogradOptions()
     unknown = [a for a in actions if a not in ACTIONS]

@@ -13,9 +13,16 @@ modes, your tensors and torch's global random state are left exactly as they wer
     d.findings                        # each with .kind, .parameters, .observation
     d.verdict                         # "healthy", or one line naming what was found
 
-`inputs` is one tensor (model(x)), a tuple (model(*inputs)) or a dict (model(**inputs));
-`loss_fn(output, targets)` gets the model's raw output (a tensor, tuple or dict), or
-`loss_fn(output)` when `targets` is None. It must return a scalar tensor.
+`inputs` is a batch as every notebook API takes one (`explorers.batches`): a tensor is
+`model(x)`, a tuple or list `model(*inputs)`, a dict `model(**inputs)`. `targets` is optional:
+`loss_fn(output, targets)` with one, `loss_fn(output, inputs)` without (so
+`loss_fn=lambda out, batch: out.loss` fits a Hugging Face model given `labels`), `loss_fn(output)`
+for a one-argument loss; the output is passed as the model returned it. With no `loss_fn`, the
+output's own `loss` is used. It must be a scalar tensor.
+
+Hooks: the copy keeps your module hooks (they fire on it; a UserWarning says so) and gets your
+parameters' tensor hooks registered again (`register_hook`, post-accumulate-grad hooks), so a
+gradient your hooks change is diagnosed as your training would get it.
 
 The two families the lab separates: a broken graph gives None (or exactly 0) however the
 weights are scaled, because no path, or a path multiplied by zero, leads from the loss to
@@ -25,8 +32,8 @@ with depth and initial scale.
 
 from __future__ import annotations
 
-import copy
 import math
+import statistics
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,12 +42,15 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from explorers import saved
+from explorers import batches, saved
 from explorers.rng import isolated_rng
 
 # --- Thresholds: what counts as a finding. Observations quote the number compared with each. ---
-VANISHING_RATIO = 1e-3  # first layer's gradient norm below this fraction of the last layer's
-EXPLODING_GROWTH = 1e3  # first layer's gradient norm above this multiple of the last layer's
+# Vanishing and exploding compare comparable trainable layers through depth: the same role in every block
+# (`encoder.layer.*.attention.self.query`), else layers of one type; never attention Q/K against an MLP.
+VANISHING_RATIO = 1e-3  # first compared layer's gradient norm below this fraction of the last one's
+EXPLODING_GROWTH = 1e3  # first compared layer's gradient norm above this multiple of the last one's
+WEIGHT_SCALE_OUTLIER = 100.0  # a layer's weight RMS above this multiple of the median of the other matrix layers
 EXPLODING_NORM = 1e3  # any layer's gradient norm above this (a step at lr 1e-3 moves the weights by > 1)
 DEAD_UNITS_FRACTION = 0.5  # more than this share of a ReLU's units zero for every sample (narrow layers of
 # healthy He-initialised ReLU stacks reach a half over a batch of 32)
@@ -54,6 +64,7 @@ KINDS = {
     "frozen": "Frozen parameters",
     "dead_units": "Dead ReLU units",
     "zero_gradient": "Gradient exactly zero",
+    "weight_scale": "Weight-scale outlier",
     "vanishing": "Vanishing gradients",
     "exploding": "Exploding gradients",
     "nonfinite": "Non-finite gradients",
@@ -114,6 +125,9 @@ class LayerGradient:
     weight_norm: float
     ratio: float | None  # grad_norm / weight_norm, None when the weights are all zero
     is_matrix_layer: bool  # owns a parameter with 2+ dimensions (Linear, Conv, Embedding, RNN)
+    kind: str = ""  # the module's class name
+    trainable: bool = True  # some parameter of it requires grad
+    matrix_rms: float | None = None  # root mean square of its 2+-dimensional parameters' elements
 
     @property
     def label(self) -> str:
@@ -239,28 +253,6 @@ def _storage_key(tensor: torch.Tensor) -> int | None:
         return None
 
 
-def _private_copy(value: object) -> object:
-    """The same nesting of tuples, lists and dicts with every tensor cloned (requires_grad kept)."""
-    if torch.is_tensor(value):
-        copied = value.detach().clone()
-        return copied.requires_grad_(True) if value.requires_grad and copied.is_floating_point() else copied
-    if isinstance(value, dict):
-        return type(value)((key, _private_copy(item)) for key, item in value.items())
-    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
-        return type(value)(*(_private_copy(item) for item in value))
-    if isinstance(value, list | tuple):
-        return type(value)(_private_copy(item) for item in value)
-    return value
-
-
-def _call(model: nn.Module, inputs: object) -> object:
-    if isinstance(inputs, dict):
-        return model(**inputs)
-    if isinstance(inputs, tuple):
-        return model(*inputs)
-    return model(inputs)
-
-
 def _module_names(model: nn.Module) -> tuple[list[str], Callable[[], None]]:
     """Hooks that keep the name of the innermost running module on a stack; returns their remover."""
     stack: list[str] = []
@@ -306,25 +298,35 @@ def _sci(x: float) -> str:
 
 
 def diagnose(
-    model: nn.Module, inputs: object, targets: object, loss_fn: Callable[..., torch.Tensor], seed: int = 0
+    model: nn.Module,
+    inputs: object,
+    targets: object = None,
+    loss_fn: Callable[..., torch.Tensor] | None = None,
+    seed: int = 0,
 ) -> Diagnosis:
     """One forward and one backward on private copies; every parameter's gradient, the layers and the findings.
 
+    `inputs`, `targets` and `loss_fn` follow `explorers.batches`: `model(x)`, `model(*inputs)` or
+    `model(**inputs)`; `loss_fn(output, targets)`, or `loss_fn(output, inputs)` without targets;
+    without a `loss_fn`, the output's own `loss`.
+
     Raises ValueError with a plain reason when the model cannot be run on `inputs` (the forward
-    or `loss_fn` raised, or the loss is not a scalar tensor). An error raised by backward is not
-    raised: it becomes a `backward_error` finding carrying PyTorch's own message. Dropout masks
-    follow `seed`; torch's global random state is left as it was.
+    or `loss_fn` raised, naming the call made; the loss is not a scalar tensor; no parameter
+    requires grad). An error raised by backward is not raised: it becomes a `backward_error`
+    finding carrying PyTorch's own message. Dropout masks follow `seed`; torch's global random
+    state is left as it was. Module hooks fire on the copy (a UserWarning says so); tensor hooks
+    are registered again on the copy's parameters, so hooked gradients are the ones your training gets.
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, not {type(model).__name__}")
-    try:
-        copied = copy.deepcopy(model)
-    except Exception as error:  # any reason a model cannot be copied is the user's to read
-        raise ValueError(f"diagnose works on a copy of the model, and copy.deepcopy(model) failed: {error}") from error
+    batches.check_trainable(model, "gradient to diagnose")
+    batches.warn_module_hooks(model, "diagnose")
+    copied = batches.copy_model(model, "diagnose")
     for parameter in copied.parameters():
         parameter.grad = None
-    x, y = _private_copy(inputs), _private_copy(targets)
+    x, y = batches.fresh_batch(inputs), batches.fresh_batch(targets)
     named = dict(copied.named_parameters())
+    kinds = {name: type(module).__name__ for name, module in copied.named_modules()}
     storages: dict[int, list[tuple[str, int, int]]] = {}
     for name, p in named.items():
         storages.setdefault(saved.storage_key(p), []).append((name, *_byte_range(p)))
@@ -355,7 +357,8 @@ def diagnose(
             norm=norm,
             weight_norm=float(p.detach().double().norm()),
         )
-    layers = _layers(parameters, watch.first_read)
+    rms = {name: _rms([p for n, p in named.items() if n.rpartition(".")[0] == name and p.dim() >= 2]) for name in kinds}
+    layers = _layers(parameters, watch.first_read, kinds, rms)
     loss_value = float(loss.detach().float().reshape(()))
     cuts = tuple(sorted(watch.cuts.items(), key=lambda item: -item[1]))
     dead = tuple(watch.relus)
@@ -372,28 +375,37 @@ def diagnose(
     )
 
 
-def _forward_and_loss(model: nn.Module, x: object, y: object, loss_fn: Callable) -> torch.Tensor:
-    try:
-        output = _call(model, x)
-    except Exception as error:  # whatever the user's code raised, said plainly
-        raise ValueError(f"the model's forward pass failed on these inputs: {type(error).__name__}: {error}") from error
-    try:
-        loss = loss_fn(output) if y is None else loss_fn(output, y)
-    except Exception as error:  # whatever the user's code raised, said plainly
-        raise ValueError(f"loss_fn failed on the model's output: {type(error).__name__}: {error}") from error
-    if not torch.is_tensor(loss):
-        raise ValueError(f"loss_fn must return a scalar tensor; it returned {type(loss).__name__}")
-    if loss.numel() != 1:
+def _rms(matrices: list[torch.Tensor]) -> float | None:
+    count = sum(p.numel() for p in matrices)
+    if not count:
+        return None
+    return math.sqrt(sum(float(p.detach().double().pow(2).sum()) for p in matrices) / count)
+
+
+def _forward_and_loss(model: nn.Module, x: object, y: object, loss_fn: Callable | None) -> torch.Tensor:
+    output = batches.forward(model, x)
+    if loss_fn is not None:
+        return batches.loss_of(loss_fn, output, x, y)
+    own = batches.output_loss(output)
+    if own is not None:
+        return batches.checked_loss(own, "the output's own loss")
+    if y is None:
         raise ValueError(
-            f"loss_fn must return a scalar tensor; it returned one of shape {tuple(loss.shape)}: "
-            "reduce it (for example with .mean()) before backward"
+            "diagnose needs a loss: the output carries no `loss`; pass loss_fn=... "
+            "(loss_fn(output, batch) without a target, loss_fn(output, target) with one)"
         )
-    if not loss.is_floating_point():
-        raise ValueError(f"loss_fn must return a floating-point scalar; it returned {loss.dtype}")
-    return loss.reshape(())
+    mismatch = batches.target_mismatch(batches.first_float(output), y)
+    if mismatch:
+        raise ValueError(f"with no loss_fn, diagnose uses mse_loss, and {mismatch}")
+    return batches.loss_of(nn.functional.mse_loss, batches.first_float(output), x, y)
 
 
-def _layers(parameters: dict[str, ParameterGradient], first_read: dict[str, int]) -> tuple[LayerGradient, ...]:
+def _layers(
+    parameters: dict[str, ParameterGradient],
+    first_read: dict[str, int],
+    kinds: dict[str, str] | None = None,
+    rms: dict[str, float | None] | None = None,
+) -> tuple[LayerGradient, ...]:
     grouped: dict[str, list[ParameterGradient]] = {}
     for p in parameters.values():
         grouped.setdefault(p.layer, []).append(p)
@@ -426,20 +438,76 @@ def _layers(parameters: dict[str, ParameterGradient], first_read: dict[str, int]
                 weight_norm=weight_norm,
                 ratio=grad_norm / weight_norm if weight_norm > 0 and got else None,
                 is_matrix_layer=any(len(p.shape) >= 2 for p in members),
+                kind=(kinds or {}).get(name, ""),
+                trainable=any(p.requires_grad for p in members),
+                matrix_rms=(rms or {}).get(name),
             )
         )
     return tuple(layers)
 
 
-def depth_layers(layers: tuple[LayerGradient, ...]) -> list[LayerGradient]:
-    """The layers compared through depth: finite gradients, and matrix layers when there are two or more.
+def role(name: str) -> str:
+    """A layer's place in its block: the name with every block index replaced by `*` (`h.*.attn.c_attn`)."""
+    return ".".join("*" if part.isdigit() else part for part in name.split("."))
 
-    Norm layers (BatchNorm, LayerNorm) hold vectors whose gradients follow other rules; comparing
-    the first and last Linear/Conv layers is what "through depth" means.
+
+def comparable_groups(layers: tuple[LayerGradient, ...]) -> list[list[LayerGradient]]:
+    """Trainable matrix layers with finite gradients, grouped by role; by module type when no role repeats.
+
+    Each group is in forward order. Attention projections, MLP layers and embeddings have gradients of
+    different sizes at any depth, so only layers of one group are compared with each other.
     """
-    finite = [layer for layer in layers if layer.status == "finite"]
-    matrices = [layer for layer in finite if layer.is_matrix_layer]
-    return matrices if len(matrices) >= 2 else finite
+    finite = [layer for layer in layers if layer.status == "finite" and layer.trainable]
+    matrices = [layer for layer in finite if layer.is_matrix_layer] or finite
+    for key in (lambda layer: (layer.kind, role(layer.name)), lambda layer: layer.kind):
+        groups: dict[object, list[LayerGradient]] = {}
+        for layer in matrices:
+            groups.setdefault(key(layer), []).append(layer)
+        repeated = [group for group in groups.values() if len(group) >= 2]
+        if repeated:
+            return repeated
+    return []
+
+
+def _spread(group: list[LayerGradient]) -> float:
+    first, last = group[0].grad_norm, group[-1].grad_norm
+    return abs(math.log(first / last)) if first > 0 and last > 0 else 0.0
+
+
+def depth_layers(layers: tuple[LayerGradient, ...]) -> list[LayerGradient]:
+    """The layers compared through depth: of the comparable groups, the one whose first and last differ most.
+
+    Norm layers (BatchNorm, LayerNorm) hold vectors whose gradients follow other rules; frozen layers
+    get none. In a plain stack every Linear is one group, so this is its first and last Linear.
+    """
+    groups = comparable_groups(layers)
+    if not groups:
+        return []
+    return max(groups, key=lambda group: (_spread(group), len(group)))
+
+
+def largest_step(group: list[LayerGradient]) -> tuple[LayerGradient, LayerGradient, float] | None:
+    """The neighbours in a compared group between which the gradient norm changes most (later / earlier)."""
+    steps = [
+        (earlier, later, later.grad_norm / earlier.grad_norm)
+        for earlier, later in zip(group, group[1:], strict=False)
+        if earlier.grad_norm > 0 and later.grad_norm > 0
+    ]
+    return max(steps, key=lambda step: abs(math.log(step[2])), default=None)
+
+
+def weight_scale_outliers(layers: tuple[LayerGradient, ...]) -> list[tuple[LayerGradient, float, float, int]]:
+    """(layer, its weight RMS over the median of the other matrix layers', that median, how many others)."""
+    measured = [layer for layer in layers if layer.matrix_rms is not None and layer.matrix_rms > 0]
+    found = []
+    for layer in measured:
+        others = [other.matrix_rms for other in measured if other is not layer]
+        if not others:
+            continue
+        median = statistics.median(others)
+        if median > 0 and layer.matrix_rms > WEIGHT_SCALE_OUTLIER * median:
+            found.append((layer, layer.matrix_rms / median, median, len(others)))
+    return found
 
 
 def _findings(
@@ -522,6 +590,17 @@ def _findings(
                 "but something on it multiplies by zero for this batch (a mask, a saturated or dead unit).",
             )
         )
+    for layer, ratio, median, others in weight_scale_outliers(layers):
+        findings.append(
+            Finding(
+                "weight_scale",
+                tuple(n for n in layer.parameters if len(parameters[n].shape) >= 2),
+                f"`{layer.label}` has a weight RMS (norm / √elements) of {_sci(layer.matrix_rms)}, {_sci(ratio)} "
+                f"times the median of the other {others} matrix layers ({_sci(median)}); flagged above "
+                f"{WEIGHT_SCALE_OUTLIER:.0f} times.",
+                (layer.name,),
+            )
+        )
     nonfinite = tuple(p.name for p in trainable if p.status == "nonfinite")
     if nonfinite or not math.isfinite(loss):
         observation = f"the loss is {loss}. " if not math.isfinite(loss) else ""
@@ -540,6 +619,15 @@ def _depth_findings(layers: tuple[LayerGradient, ...]) -> list[Finding]:
         first, last = compared[0], compared[-1]
         if last.grad_norm > 0 and first.grad_norm > 0:
             ratio = first.grad_norm / last.grad_norm
+            step = largest_step(compared)
+            jump = (
+                f" The largest change between neighbours is from `{step[0].label}` to `{step[1].label}` "
+                f"(×{_sci(step[2])})."
+                if step is not None and len(compared) > 2
+                else ""
+            )
+            kind = first.kind or "any type"
+            among = f"{len(compared)} comparable layers (role `{role(first.name) or first.label}`, {kind})"
             if ratio < VANISHING_RATIO:
                 small = tuple(
                     n
@@ -552,7 +640,8 @@ def _depth_findings(layers: tuple[LayerGradient, ...]) -> list[Finding]:
                         "vanishing",
                         small,
                         f"first layer (`{first.label}`) gradient norm is {_sci(first.grad_norm)}, {_sci(ratio)} of the "
-                        f"last layer's (`{last.label}`, {_sci(last.grad_norm)}); flagged below {VANISHING_RATIO:.0e}.",
+                        f"last layer's (`{last.label}`, {_sci(last.grad_norm)}) among {among}; flagged below "
+                        f"{VANISHING_RATIO:.0e}.{jump}",
                         (first.name, last.name),
                     )
                 )
@@ -562,13 +651,15 @@ def _depth_findings(layers: tuple[LayerGradient, ...]) -> list[Finding]:
                         "exploding",
                         first.parameters,
                         f"first layer (`{first.label}`) gradient norm is {_sci(first.grad_norm)}, {_sci(ratio)} "
-                        f"times the last layer's (`{last.label}`, {_sci(last.grad_norm)}); flagged above "
-                        f"{EXPLODING_GROWTH:.0e}.",
+                        f"times the last layer's (`{last.label}`, {_sci(last.grad_norm)}) among {among}; flagged "
+                        f"above {EXPLODING_GROWTH:.0e}.{jump}",
                         (first.name, last.name),
                     )
                 )
                 return findings
-    large = [layer for layer in layers if layer.status == "finite" and layer.grad_norm > EXPLODING_NORM]
+    large = [
+        layer for layer in layers if layer.status == "finite" and layer.trainable and layer.grad_norm > EXPLODING_NORM
+    ]
     if large:
         top = max(large, key=lambda layer: layer.grad_norm)
         ratio = f", {_sci(top.ratio)} times its weight norm" if top.ratio is not None else ""

@@ -20,24 +20,31 @@ Live bytes come from `tracker.LiveBytes`, which follows every storage the step c
 Your model, its buffers, its `.grad` fields, your input and your random stream are left as
 they were: the steps run on a deep copy of the model (its gradients cleared, in `train()`
 mode) and of the input, which hold the same bytes.
+
+The batch and the loss follow `explorers.batches`: a tensor is `model(x)`, a tuple or list
+`model(*batch)`, a dict `model(**batch)`; `loss_fn(output, target)` with `target=...`,
+`loss_fn(output, batch)` without, `loss_fn(output)` for a one-argument loss, and the output is
+passed as the model returned it (a Hugging Face `ModelOutput` included). The default loss is the
+output's own `loss` when it carries one. Module hooks on your model fire on the copy (a
+UserWarning says so); tensor hooks are registered again on the copy's parameters.
+
+    m = memory.measure(hf_model, {"input_ids": ids, "labels": ids}, loss_fn=lambda out, batch: out.loss)
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import torch
-import torch.utils._pytree as pytree
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.checkpoint import checkpoint
 
-from explorers import saved
+from explorers import batches, saved
 from explorers.memory.tracker import WEIGHT_COPIES, LiveBytes
 
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
@@ -96,15 +103,15 @@ def predicted_state(model: nn.Module, optimizer: str) -> dict[str, int]:
 
 
 def default_loss(output: object) -> torch.Tensor:
-    """The mean square of every floating-point output that depends on a trainable parameter.
+    """The output's own `loss` when it carries one (a Hugging Face ModelOutput given labels), else the mean
+    square of every floating-point output that depends on a trainable parameter.
 
     The output may be a tensor or a tuple, list or dict of them (nested too), as models return.
     """
-    parts = [
-        t.float().pow(2).mean()
-        for t in pytree.tree_leaves(output)
-        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad
-    ]
+    own = batches.output_loss(output)
+    if own is not None and own.requires_grad:
+        return own
+    parts = [t.float().pow(2).mean() for t in batches.tensors_in(output) if t.is_floating_point() and t.requires_grad]
     if not parts:
         raise ValueError(
             "the model returned no floating-point tensor that depends on a trainable parameter; "
@@ -123,11 +130,14 @@ def measure(
     micro_batches: int = 1,
     predictions: Mapping[str, int] | None = None,
     foreach: bool | None = False,
+    target: object = None,
 ) -> Measurement:
     """Two real training steps on a copy of `model`, every category measured.
 
     `example_input` is a tensor (called as `model(x)`), a tuple or list (`model(*x)`) or a
-    dict (`model(**x)`). `loss_fn(output)` reduces the output to a scalar loss. With
+    dict (`model(**x)`). `loss_fn` reduces the raw output to a scalar loss: `loss_fn(output)`,
+    `loss_fn(output, target)` with a `target`, `loss_fn(output, batch)` without (`explorers.batches`);
+    the target counts as part of the batch. With
     `micro_batches=k`, each optimizer step follows k forward and backward passes on the
     input (gradient accumulation: the input is one micro-batch). `predictions` (category -> bytes)
     are your own closed forms, kept beside the measured values in `predicted`. `foreach` goes to Adam and
@@ -135,6 +145,7 @@ def measure(
     an implementation by device; `Measurement.optimizer_call` says what ran.
     """
     _check(model, example_input, optimizer, precision, micro_batches)
+    batches.warn_module_hooks(model, "measure")
     device = _device(model, example_input)
     private_model, private_input = _private_copy(model), _private_input(example_input)
     with _caller_rng_kept(device):
@@ -148,14 +159,20 @@ def measure(
             micro_batches,
             predictions,
             foreach,
+            target=_private_input(target),
             estimated=False,
         )
 
 
-def estimate(build: Callable[[], tuple[nn.Module, object]], **options) -> Measurement:
-    """`measure` on fake tensors: `build()` makes the model and input inside FakeTensorMode, so nothing is allocated."""
+def estimate(build: Callable[[], tuple], **options) -> Measurement:
+    """`measure` on fake tensors: `build()` makes the model and input inside FakeTensorMode, so nothing is allocated.
+
+    `build()` returns `(model, batch)` or `(model, batch, target)`; the options are `measure`'s.
+    """
     with FakeTensorMode():
-        model, example_input = build()
+        model, example_input, *rest = build()
+        if rest:
+            options["target"] = rest[0]
         _check(
             model,
             example_input,
@@ -194,7 +211,7 @@ def _check(model: object, example_input: object, optimizer: str, precision: str,
         raise ValueError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError("the model has no trainable parameter (requires_grad=True): there is no training step")
-    if not saved.tensors_in(example_input):
+    if not batches.tensors_in(example_input):
         raise ValueError("example_input must be a tensor, or a tuple, list or dict holding tensors")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, not {optimizer!r}")
@@ -210,11 +227,8 @@ def _device(model: nn.Module, example_input: object) -> torch.device:
 
 
 def _private_copy(model: nn.Module) -> nn.Module:
-    """A deep copy to train, starting as a loop does after `zero_grad(set_to_none=True)`."""
-    try:
-        private = copy.deepcopy(model)
-    except Exception as error:  # deepcopy raises whatever an attribute's __deepcopy__ or pickling raises
-        raise ValueError(f"measure trains a copy of the model, and copy.deepcopy(model) failed: {error}") from error
+    """A deep copy to train (tensor hooks carried over), starting as a loop does after `zero_grad(set_to_none=True)`."""
+    private = batches.copy_model(model, "measure")
     for parameter in private.parameters():
         parameter.grad = None
     return private
@@ -222,9 +236,7 @@ def _private_copy(model: nn.Module) -> nn.Module:
 
 def _private_input(example_input: object) -> object:
     """The same tensors, copied: a model that works in place on its input must not change the caller's."""
-    return pytree.tree_map_only(
-        torch.Tensor, lambda t: t.detach().clone().requires_grad_(t.requires_grad), example_input
-    )
+    return batches.fresh_batch(example_input)
 
 
 def _caller_rng_kept(device: torch.device) -> contextlib.AbstractContextManager:
@@ -263,31 +275,26 @@ def _autocast(precision: str, device: torch.device) -> contextlib.AbstractContex
     return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
 
-def _call(model: nn.Module, example_input: object) -> object:
-    if isinstance(example_input, dict):
-        return model(**example_input)
-    if isinstance(example_input, tuple | list):
-        return model(*example_input)
-    return model(example_input)
-
-
 def _forward(model: nn.Module, example_input: object, checkpointing: bool) -> object:
     if checkpointing and (not isinstance(model, nn.Sequential) or not isinstance(example_input, torch.Tensor)):
         raise ValueError("checkpointing is applied per top-level block: the model must be an nn.Sequential of blocks")
     try:
         if not checkpointing:
-            return _call(model, example_input)
+            return batches.call(model, example_input)
         hidden = example_input
         for block in model:
             hidden = checkpoint(block, hidden, use_reentrant=False)
         return hidden
-    except (RuntimeError, ValueError, TypeError, IndexError) as error:  # PyTorch's own message, e.g. BatchNorm on one
-        raise ValueError(f"the model's forward failed on example_input: {error}") from error
+    except torch.OutOfMemoryError:
+        raise
+    except Exception as error:  # PyTorch's own message (BatchNorm on one sample) or the user's code, said plainly
+        made = batches.describe_call(example_input)
+        raise ValueError(f"the model's forward failed on {made}: {type(error).__name__}: {error}") from error
 
 
-def _loss(loss_fn: Callable[[object], torch.Tensor], output: object) -> torch.Tensor:
-    loss = loss_fn(output)
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.requires_grad:
+def _loss(settings: _Settings, output: object, example_input: object) -> torch.Tensor:
+    loss = batches.loss_of(settings.loss_fn, output, example_input, settings.target)
+    if not loss.requires_grad:
         raise ValueError("loss_fn must return a one-element tensor that depends on the model's trainable parameters")
     return loss
 
@@ -317,6 +324,7 @@ class _Settings:
     checkpointing: bool
     loss_fn: Callable[[object], torch.Tensor]
     micro_batches: int
+    target: object = None
 
 
 @dataclass
@@ -340,13 +348,14 @@ def _measure_steps(
     micro_batches: int = 1,
     predictions: Mapping[str, int] | None = None,
     foreach: bool | None = False,
+    target: object = None,
     *,
     estimated: bool,
 ) -> Measurement:
     device = _device(model, example_input)
     opt = _optimizer(optimizer, [p for p in model.parameters() if p.requires_grad], foreach)
     model.train()
-    settings = _Settings(precision, checkpointing, loss_fn, micro_batches)
+    settings = _Settings(precision, checkpointing, loss_fn, micro_batches, target)
     facts = _Facts()
     steps = [_step(model, opt, example_input, settings, facts, device, first=n == 1) for n in range(1, STEPS + 1)]
     cuda = device.type == "cuda" and not estimated
@@ -356,7 +365,9 @@ def _measure_steps(
         parameters=_nbytes(model.parameters()),
         buffers=_nbytes(model.buffers()),
         batch=sum(
-            {saved.storage_key(t): t.untyped_storage().nbytes() for t in saved.tensors_in(example_input)}.values()
+            {
+                saved.storage_key(t): t.untyped_storage().nbytes() for t in batches.tensors_in([example_input, target])
+            }.values()
         ),
         gradients=facts.gradients,
         optimizer_state=facts.optimizer_state,
@@ -389,7 +400,7 @@ def _forward_saving(
     """The loss, and every storage saved for backward on the way (storage key -> bytes)."""
     found: dict[int, int] = {}
     with _autocast(settings.precision, device), saved.counting(excluded, found):
-        loss = _loss(settings.loss_fn, _forward(model, example_input, settings.checkpointing))
+        loss = _loss(settings, _forward(model, example_input, settings.checkpointing), example_input)
     tracker.label_keys(found, "activations")
     return loss, found
 
@@ -418,9 +429,9 @@ def _step(
     tracker = LiveBytes()
     tracker.add(model.parameters(), "parameters")
     tracker.add(model.buffers(), "buffers")
-    tracker.add([example_input], "batch")
+    tracker.add(batches.tensors_in([example_input, settings.target]), "batch")
     tracker.add(_state_tensors(opt), "optimizer state")
-    excluded = saved.excluded_storages(model, [example_input])
+    excluded = saved.excluded_storages(model, batches.tensors_in([example_input, settings.target]))
     timeline = [("start", tracker.total)]
     trainable = [p for p in model.parameters() if p.requires_grad]
     with tracker:

@@ -16,6 +16,12 @@ From a notebook, on your own model::
     from explorers import modes
     grid = modes.mode_grid(my_model, example_batch)
     grid[("train", "no_grad")].bn_running_stats_changed   # True
+
+`example_batch` follows `explorers.batches`: a tensor is `model(x)`, a tuple or list
+`model(*batch)`, a dict (Hugging Face style, `labels` included or not) `model(**batch)`. The
+output may be a tensor, a tuple, a dict or a `ModelOutput`; "the output" is every floating-point
+tensor in it. Every cell runs a fresh deep copy: module hooks on your model fire on the copies
+(a UserWarning says so), tensor hooks are registered again on the copies' parameters.
 """
 
 from __future__ import annotations
@@ -26,12 +32,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
-import torch.utils._pytree as pytree
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.dropout import _DropoutNd
 
-from explorers import saved
+from explorers import batches, saved
 from explorers.rng import isolated_rng
 
 BEHAVIOURS = ("train", "eval")
@@ -190,23 +195,15 @@ def _fresh_input(example_input):
     The model may then change it in place, and backward fill its .grad, without touching
     the caller's tensors; a tensor that required grad still does, so the graph is the same.
     """
-    return pytree.tree_map_only(
-        torch.Tensor, lambda t: t.detach().clone().requires_grad_(t.requires_grad), example_input
-    )
+    return batches.fresh_batch(example_input)
 
 
 def _copy_of(model: nn.Module) -> nn.Module:
-    try:
-        return copy.deepcopy(model)
-    except (RuntimeError, TypeError) as error:
-        raise ValueError(
-            f"mode_grid measures a deep copy of the model, so that yours stays as it is, and this one "
-            f"cannot be copied: {error}"
-        ) from error
+    return batches.copy_model(model, "mode_grid")
 
 
 def _float_outputs(output) -> list[torch.Tensor]:
-    tensors = [t for t in pytree.tree_leaves(output) if torch.is_tensor(t) and t.is_floating_point()]
+    tensors = [t for t in batches.tensors_in(output) if t.is_floating_point()]
     if not tensors:
         raise ValueError(
             f"mode_grid needs a model whose output holds a floating-point tensor; it returned {type(output).__name__}"
@@ -241,7 +238,7 @@ def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _same_outputs(first, second) -> bool:
-    tensors = [[t for t in pytree.tree_leaves(o) if torch.is_tensor(t)] for o in (first, second)]
+    tensors = [batches.tensors_in(o) for o in (first, second)]
     return len(tensors[0]) == len(tensors[1]) and all(map(_same_values, *tensors))
 
 
@@ -263,9 +260,11 @@ def _run_cell(model: nn.Module, example_input, seed: int, behaviour: str, grad_m
     torch.manual_seed(seed)  # every cell draws the same dropout masks
     try:
         with _Probes(twin) as probes, saved.counting(excluded, found), _GRAD_CONTEXTS[grad_mode]():
-            output = twin(inputs)
-    except (RuntimeError, ValueError) as error:  # PyTorch's own refusal is a fact of this cell
-        return Cell(behaviour, grad_mode, forward_error=str(error).strip())
+            output = batches.call(twin, inputs)
+    except torch.OutOfMemoryError:
+        raise
+    except Exception as error:  # PyTorch's own refusal is a fact of this cell; one in every cell is raised
+        return Cell(behaviour, grad_mode, forward_error=str(error).strip() or type(error).__name__)
     outputs = _float_outputs(output)
     moved, shift = _stats_movement(model, twin)
     again = _second_forward(model, example_input, seed + 1, behaviour, grad_mode)
@@ -300,8 +299,8 @@ def _second_forward(model: nn.Module, example_input, seed: int, behaviour: str, 
     torch.manual_seed(seed)
     try:
         with _GRAD_CONTEXTS[grad_mode]():
-            return twin(_fresh_input(example_input))
-    except (RuntimeError, ValueError):
+            return batches.call(twin, _fresh_input(example_input))
+    except Exception:  # the first forward of this cell already recorded the failure
         return None
 
 
@@ -320,8 +319,8 @@ def _inputs_by_module(model: nn.Module, example_input, seed: int) -> dict[str, t
     torch.manual_seed(seed)
     try:
         with torch.no_grad():
-            twin(_fresh_input(example_input))
-    except (RuntimeError, ValueError):
+            batches.call(twin, _fresh_input(example_input))
+    except Exception:  # noqa: BLE001
         pass  # the modules reached before the failure were still recorded
     finally:
         for handle in handles:
@@ -375,14 +374,15 @@ def training_readers(model: nn.Module, example_input, seed: int = 0) -> tuple[Tr
 
 
 def _device_of(model: nn.Module, example_input) -> torch.device:
-    tensors = [*model.parameters(), *model.buffers(), *pytree.tree_leaves(example_input)]
+    tensors = [*model.parameters(), *model.buffers(), *batches.tensors_in(example_input)]
     return next((t.device for t in tensors if torch.is_tensor(t)), torch.device("cpu"))
 
 
 def mode_grid(model: nn.Module, example_input, seed: int = 0) -> ModeGrid:
     """One real forward in each {train, eval} x {enable_grad, no_grad, inference_mode} combination.
 
-    `model(example_input)` runs on a fresh deep copy of the model and of the input in every
+    `model(example_input)` (`model(*batch)` for a tuple, `model(**batch)` for a dict: `explorers.batches`)
+    runs on a fresh deep copy of the model and of the input in every
     cell, so each cell starts from the same weights, buffers and random state (dropout masks
     follow `seed`), and the caller's model, buffers, gradients and input are never touched.
     A forward that PyTorch refuses in some cells is recorded there; one that fails in every
@@ -390,11 +390,13 @@ def mode_grid(model: nn.Module, example_input, seed: int = 0) -> ModeGrid:
     """
     if not isinstance(model, nn.Module):
         raise ValueError(f"mode_grid needs a torch.nn.Module, not {type(model).__name__}")
+    batches.warn_module_hooks(model, "mode_grid")
     with isolated_rng(seed, str(_device_of(model, example_input))):
         cells = {(b, g): _run_cell(model, example_input, seed, b, g) for b in BEHAVIOURS for g in GRAD_MODES}
         if not any(cell.forward_works for cell in cells.values()):
             raise ValueError(
-                f"The model's forward failed on example_input in every mode: {cells['eval', 'no_grad'].forward_error}"
+                f"The model's forward failed on {batches.describe_call(example_input)} in every mode: "
+                f"{cells['eval', 'no_grad'].forward_error}"
             )
         readers = training_readers(model, example_input, seed)
     return ModeGrid(cells, readers)

@@ -24,9 +24,18 @@ From a notebook::
     result = profiler.profile_training(model, loader, optimizer, torch.nn.functional.cross_entropy)
     result.verdict, result.evidence, result.steps[0].phases, result.overhead_ratios
 
-A loader whose batches are not `(input, target)` pairs needs `split_batch`, a function
-from one batch to `(model input, target)`: `split_batch=lambda b: (b["image"], b["label"])`.
-The model is called as `model(model_input)` and the loss as `loss_fn(output, target)`.
+Batches follow `explorers.batches`. A batch that is a pair `(input, target)` is split into
+the two, as TensorDataset yields them; any other batch (a dict, a tensor, a longer tuple) is the
+model input as a whole, with no target. The model input is called as `model(x)`, `model(*x)`
+for a tuple or list, or `model(**x)` for a dict; the loss gets the raw output (a Hugging Face
+`ModelOutput` included): `loss_fn(output, target)` with a target, `loss_fn(output, batch)`
+without. So a loader of dict batches with `labels` inside needs nothing else::
+
+    profiler.profile_training(hf_model, loader, optimizer, lambda out, batch: out.loss)
+
+`split_batch`, a function from one batch to `(model input, target or None)`, says otherwise:
+`split_batch=lambda b: (b["image"], b["label"])`. Module hooks on your model fire on the copy
+(a UserWarning says so); tensor hooks are registered again on the copy's parameters.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
+from explorers import batches
 from explorers.profiler.noise import ms, paired_gap
 
 PHASES = ("data", "copy", "forward", "backward", "optimizer")
@@ -158,14 +168,10 @@ class ProfileResult:
 
 
 def split_pair(batch) -> tuple:
-    """The default `split_batch`: a batch is an `(input, target)` pair, as TensorDataset and most datasets yield."""
+    """The default `split_batch`: a pair is `(input, target)`, as TensorDataset yields; anything else is the input."""
     if isinstance(batch, tuple | list) and len(batch) == 2:
         return batch[0], batch[1]
-    shape = f" of {len(batch)} items" if isinstance(batch, tuple | list) else ""
-    raise ValueError(
-        f"The loader yielded a {type(batch).__name__}{shape}, not an (input, target) pair: pass "
-        "split_batch=lambda batch: (model_input, target) to say which part is which."
-    )
+    return batch, None
 
 
 def settle_steps(num_workers: int, prefetch_factor: int | None) -> int:
@@ -237,9 +243,6 @@ def _checked_pair(pair) -> tuple:
 
 
 def _checked_loss(loss) -> torch.Tensor:
-    if not torch.is_tensor(loss) or loss.numel() != 1:
-        shape = f"tensor of shape {tuple(loss.shape)}" if torch.is_tensor(loss) else type(loss).__name__
-        raise ValueError(f"loss_fn must return a single-number tensor, not a {shape}.")
     if not loss.requires_grad:
         raise ValueError("The loss does not require grad: no trainable parameter reached it (are all of them frozen?).")
     return loss
@@ -272,7 +275,8 @@ class _Stepper:
         with self._phase("copy", timings):
             model_input, target = _fresh((model_input, target), self.device, self.non_blocking)
         with self._phase("forward", timings):
-            loss = _checked_loss(self.loss_fn(self.model(model_input), target))
+            output = batches.forward(self.model, model_input)
+            loss = _checked_loss(batches.loss_of(self.loss_fn, output, model_input, target))
         with self._phase("backward", timings):
             loss.backward()
         with self._phase("optimizer", timings):
@@ -421,14 +425,19 @@ def profile_training(
 ) -> ProfileResult:
     """Warm up, then `rounds` times: `active` steps without the profiler, then `active` steps under it.
 
+    Batches, the model call and `loss_fn` follow `explorers.batches` (see the module docstring).
     Trains a deep copy of `model` and `optimizer` for real, in the modes (train/eval) you
     left them in, on `device` (default: where the model is). Only one profile runs at a
     time in a process; the profiler is always stopped, also on error.
     `on_step(done, total)` reports progress and may raise to cancel.
     """
     _check_arguments(model, optimizer, loss_fn, split_batch, {"warmup": warmup, "active": active, "rounds": rounds})
+    batches.check_trainable(model, "training step to profile")
+    batches.warn_module_hooks(model, "profile_training")
     device = _device_of(model, device)
+    original = model
     model, optimizer = _private_copy(model, optimizer)
+    batches.carry_tensor_hooks(original, model)
     model.to(device)
     _move_state(optimizer, device)
     settle = settle_steps(getattr(loader, "num_workers", 0), getattr(loader, "prefetch_factor", None))

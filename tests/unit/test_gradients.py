@@ -424,7 +424,7 @@ def test_dropout_masks_follow_the_seed():
             torch.randn(4, 5),
             torch.randn(4, 2),
             nn.functional.mse_loss,
-            "forward pass failed",
+            r"forward failed on model\(x\) with x of shape \(4, 5\)",
             id="input-shape-mismatch",
         ),
         pytest.param(
@@ -432,7 +432,7 @@ def test_dropout_masks_follow_the_seed():
             torch.randn(4, 3),
             torch.randn(4, 7),
             lambda o, t: (o @ t).sum(),
-            "loss_fn failed",
+            r"loss_fn\(output, target\) failed",
             id="target-shape-mismatch",
         ),
         pytest.param(
@@ -458,10 +458,16 @@ def test_bad_input_gives_a_plain_value_error(model, inputs, targets, loss_fn, me
 
 
 def test_a_loss_with_no_graph_is_a_backward_error_finding_not_an_exception():
-    model = nn.Linear(3, 1).requires_grad_(False)
-    d = gradients.diagnose(model, torch.randn(4, 3), torch.randn(4, 1), nn.functional.mse_loss)
-    assert d.kinds == ("backward_error", "frozen")
+    model = nn.Linear(3, 2)
+    d = gradients.diagnose(model, torch.randn(4, 3), None, lambda out: out.argmax().float())
+    assert d.kinds[0] == "backward_error"
     assert "does not require grad" in d.backward_error
+
+
+def test_a_fully_frozen_model_is_a_plain_value_error():
+    model = nn.Linear(3, 1).requires_grad_(False)
+    with pytest.raises(ValueError, match="No parameter of the model requires grad"):
+        gradients.diagnose(model, torch.randn(4, 3), torch.randn(4, 1), nn.functional.mse_loss)
 
 
 # --- Options, results, figures, lesson ------------------------------------------------------------

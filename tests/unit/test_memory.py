@@ -371,7 +371,12 @@ def test_batchnorm_on_a_batch_of_one_reports_pytorchs_error():
         (nn.Linear(8, 1), "not a tensor", {}, "example_input"),
         (nn.Linear(8, 1).requires_grad_(False), torch.randn(2, 8), {}, "no trainable parameter"),
         (nn.Linear(8, 1), torch.randn(2, 8), {"micro_batches": 0}, "micro_batches"),
-        (nn.Linear(8, 1), torch.randn(2, 8), {"loss_fn": lambda out: out}, "one-element tensor"),
+        (
+            nn.Linear(8, 1),
+            torch.randn(2, 8),
+            {"loss_fn": lambda out: out},
+            r"loss_fn\(output\) must return a scalar tensor",
+        ),
         (nn.Linear(8, 1), torch.randn(2, 9), {}, "forward failed"),
         (nn.Linear(8, 1), {"x": torch.randn(2, 8)}, {"checkpointing": True}, "nn.Sequential"),
     ],

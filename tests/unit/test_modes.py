@@ -158,14 +158,14 @@ class TupleOut(nn.Module):
 
 
 class DictOut(nn.Module):
-    """A custom module taking a dict batch and returning a dict with an integer entry."""
+    """A custom module called with a dict batch (`model(**batch)`) and returning a dict with an integer entry."""
 
     def __init__(self):
         super().__init__()
         self.net = nn.Sequential(nn.Linear(6, 8), nn.Dropout(0.5, inplace=True), nn.Linear(8, 3))
 
-    def forward(self, batch):
-        logits = self.net(batch["x"])
+    def forward(self, x):
+        logits = self.net(x)
         return {"logits": logits, "label": logits.argmax(1)}
 
 
@@ -294,7 +294,7 @@ def test_an_input_that_requires_grad_builds_a_graph_through_a_frozen_model_but_g
 @pytest.mark.parametrize(
     ("model", "example_input", "message"),
     [
-        (nn.Linear(4, 2), torch.randn(3, 5), "failed on example_input in every mode"),
+        (nn.Linear(4, 2), torch.randn(3, 5), r"failed on model\(x\) with x of shape \(3, 5\) in every mode"),
         (lambda x: x, torch.randn(3, 4), "needs a torch.nn.Module"),
         (nn.Flatten(), torch.arange(6).view(2, 3), "floating-point tensor"),
     ],

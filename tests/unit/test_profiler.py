@@ -338,11 +338,12 @@ def test_an_input_that_requires_grad_gets_no_gradient(tmp_path):
     assert batches[0][0].grad is None
 
 
-def test_dict_batches_need_split_batch_and_work_with_it(tmp_path):
+def test_dict_batches_are_keyword_arguments_and_split_batch_says_otherwise(tmp_path):
     model = nn.Linear(16, 4)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     batches = [{"image": torch.randn(8, 16), "label": torch.randint(0, 4, (8,))} for _ in range(2)]
-    with pytest.raises(ValueError, match="split_batch=lambda batch"):
+    # a dict is model(**batch): nn.Linear takes no `image` keyword, and the error names the call made
+    with pytest.raises(ValueError, match=r"model\(\*\*batch\) with keys image, label"):
         profiling.profile_training(model, batches, optimizer, cross_entropy, trace_path=tmp_path / "a.json")
     result = profiling.profile_training(
         model,
@@ -385,7 +386,7 @@ def test_a_custom_batch_class_from_a_dataloader_works_with_split_batch(tmp_path)
 @pytest.mark.parametrize(
     ("model", "loss_fn", "message"),
     [
-        pytest.param(nn.Linear(16, 4), lambda out, y: out, "single-number tensor", id="loss-not-a-scalar"),
+        pytest.param(nn.Linear(16, 4), lambda out, y: out, "must return a scalar tensor", id="loss-not-a-scalar"),
         pytest.param(nn.Linear(16, 4).requires_grad_(False), cross_entropy, "all of them frozen", id="all-frozen"),
         pytest.param(
             nn.Sequential(nn.Linear(16, 4), nn.BatchNorm1d(4)),

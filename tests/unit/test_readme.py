@@ -3,6 +3,7 @@
 import re
 from pathlib import Path
 
+import pytest
 import torch
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -23,3 +24,20 @@ def test_the_notebook_example_runs_and_leaves_the_model_alone():
     assert torch.equal(namespace["run"].final_grads["head.weight"], 2 * one_pass.final_grads["head.weight"])
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
     assert all(p.grad is None for p in model.parameters())
+
+
+def test_the_hugging_face_example_runs_as_written_and_leaves_the_model_alone():
+    text = README.read_text()
+    block = re.search(r"A Hugging Face model, built from a config.*?```python\n(.*?)```", text, re.S).group(1)
+    namespace: dict = {}
+    torch.manual_seed(0)
+    exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own README, not user input
+    model, batch, loss_fn = namespace["model"], namespace["batch"], namespace["loss_fn"]
+    assert all(p.grad is None for p in model.parameters()), "an API wrote into the caller's model"
+    # The gradients diagnose reported, recomputed by hand: dropout masks follow diagnose's seed (0).
+    diagnosis = namespace["gradients"].diagnose(model, batch, loss_fn=loss_fn)
+    torch.manual_seed(0)
+    model(**batch).loss.backward()
+    reported = {name: p.norm for name, p in diagnosis.parameters.items()}
+    for name, parameter in model.named_parameters():
+        assert reported[name] == pytest.approx(float(parameter.grad.norm()), rel=1e-4), name
