@@ -85,27 +85,18 @@ options = AutogradOptions(
     seed=page.value("seed"),
     device=page.device,
 )
-TWO_PASSES = ("forward", "backward_retain", "backward_retain")  # the predict-then-reveal evidence
 result, two_passes = runs.run_all(
-    [(autograd.replay, Replay(options, tuple(steps))), (autograd.replay, Replay(options, TWO_PASSES))],
+    [(autograd.replay, Replay(options, tuple(steps))), (autograd.replay, Replay(options, lesson.TWO_PASSES))],
     label="Replaying the steps",
 )
-trail = " → ".join(("✗ " if s.error else "") + ACTIONS[s.action] for s in result.steps) or "nothing yet"
+trail = lesson.trail(result)
 with bench:
     st.markdown(
         f"Steps so far: **{trail}**" + ("  (step limit reached: reset)" if len(steps) >= autograd.MAX_STEPS else "")
     )
     for note in result.notes:
         st.info(note)
-settings = {
-    "model": options.preset,
-    "loss": result.loss_expression.removeprefix("loss = "),
-    "activation": options.activation,
-    "seed": options.seed,
-}
-if not scalar:
-    settings = {**settings, "depth": options.depth, "width": options.width, "batch": options.batch_size}
-settings["steps"] = trail
+settings = lesson.caption_settings(result)
 stem = f"autograd-{options.preset}"
 
 with stage:

@@ -56,6 +56,9 @@ with bench, page.controls():
         "Activation", tuple(lab.ACTIVATIONS), key=key("activation"), disabled="activation" not in knobs, help=off
     )
     k.slider("Batches without zero_grad (k)", *lab.K_RANGE, key=key("k"), disabled="k" not in knobs, help=off)
+    ignored = lesson.knobs_not_in_model(page.value("scenario"))
+    if ignored:
+        st.caption(ignored)
     learning_rate, seed = st.columns(2)
     learning_rate.select_slider("Learning rate (training)", LEARNING_RATES, key=key("lr"))
     seed.number_input("Seed", *lab.SEED_RANGE, key=key("seed"), step=1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from explorers.autograd.experiment import ACTIONS, AutogradRun
-from explorers.autograd.lesson import STATEMENTS, two_passes_leaf
+from explorers.autograd.lesson import STATEMENTS, two_passes_leaf, two_passes_steps
 from explorers.cards import AnswerCard
 from explorers.units import format_bytes
 
@@ -11,7 +11,10 @@ QUESTION = "What does autograd track, and when is the graph freed?"
 
 
 def answer_card(result: AutogradRun, two_passes: AutogradRun) -> AnswerCard:
-    """`result` is the lifecycle on screen; `two_passes` is forward then two retained backward passes."""
+    """`result` is the lifecycle on screen; `two_passes` is the prediction's own run (`lesson.TWO_PASSES`).
+
+    The evidence quotes the run on screen; the two-pass run is quoted, labelled with its own steps, only when
+    the run on screen has no leaf holding two passes."""
     mechanism = " ".join(
         STATEMENTS[key].text for key in ("records", "accumulates", "release", "no_grad", "eval_records")
     )
@@ -54,12 +57,26 @@ def _evidence(result: AutogradRun, two_passes: AutogradRun) -> str:
     if failed:
         verb = "raised" if failed.error_from_pytorch else "was not run"
         facts.append(f'`{ACTIONS[failed.action]}` {verb}: "{failed.error.splitlines()[0][:90]}…"')
-    row = two_passes_leaf(two_passes)
-    if row is not None:
+    accumulated = _accumulated_row(result)
+    if accumulated is not None:
         facts.append(
-            f"after two retained passes ‖{row.name}.grad‖ / ‖latest pass‖ = {row.grad_vs_one_pass:.3f}"
-            + (" (both passes added the same gradient)" if row.passes_equal else "")
+            f"after {accumulated.passes} backward passes ‖{accumulated.name}.grad‖ / ‖latest pass‖ = "
+            f"{accumulated.grad_vs_one_pass:.3f}"
+            + (" (every pass added the same gradient)" if accumulated.passes_equal else " (the passes differed)")
         )
-    else:
-        facts.append("on this model every gradient measured exactly zero, so two passes added nothing")
-    return "On this run: " + "; ".join(facts) + "."
+    said = "On this run: " + "; ".join(facts) + "." if facts else "This run has measured nothing yet."
+    if accumulated is not None:
+        return said
+    row = two_passes_leaf(two_passes)
+    side = f"In a separate run of this model ({two_passes_steps()}, the prediction's): "
+    if row is None:
+        return f"{said} {side}every gradient measured exactly zero, so the second pass added nothing."
+    return f"{said} {side}‖{row.name}.grad‖ / ‖latest pass‖ = {row.grad_vs_one_pass:.3f}" + (
+        " (both passes added the same gradient)." if row.passes_equal else " (the passes differed)."
+    )
+
+
+def _accumulated_row(result: AutogradRun):
+    """The leaf on screen whose .grad holds the most passes (at least two), with a measured ratio."""
+    rows = [r for r in result.final.tensors if r.passes >= 2 and r.grad_vs_one_pass is not None]
+    return max(rows, key=lambda r: (r.passes, r.grad_vs_one_pass), default=None)

@@ -27,6 +27,7 @@ presets draw their weights and dropout masks from torch's global RNG.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -104,6 +105,9 @@ class TensorRow:
     version: int
     passes: int = 0  # backward passes that added into .grad since it was last cleared
     passes_equal: bool | None = None  # whether those passes added identical gradients (None below two passes)
+    # The steps that ran between those passes (their ACTIONS labels, in order, repeats kept once): what could differ.
+    between: tuple[str, ...] = ()
+    passes_max_difference: float | None = None  # max |pass_i - pass_1| / max |pass_1| over the passes (None below two)
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,8 @@ class AutogradRun:
     loss_expression: str
     notes: tuple[str, ...]  # adjustments made to the options, stated plainly
     final_grads: dict[str, torch.Tensor | None] = field(repr=False)
+    batch_size: int | None = None  # the batch that ran (BatchNorm's preset raises 1 to 2); None for the scalar neuron
+    actions: tuple[str, ...] = ()  # the steps this run was given, in order
 
     @property
     def final(self) -> Snapshot:
@@ -246,6 +252,7 @@ class _Lifecycle:
             self.loss_fn = None if self.target is None else nn.functional.mse_loss
             self.loss_expression = "loss = y" if self.target is None else "loss = mse(model(x), target)"
             self.batch, self.inputs = self.x, {"x": self.x}
+            self.batch_size = None if options.preset == "scalar" else batch
         else:  # private copies: the caller's model, gradients and tensors stay exactly as they were
             batches.warn_module_hooks(yours.model, "autograd.run")
             self.model = UserModel(batches.copy_model(yours.model, "autograd.run"))
@@ -255,6 +262,7 @@ class _Lifecycle:
             self.target = batches.fresh_batch(yours.target)
             self.loss_fn = yours.loss_fn
             self.loss_expression = yours.loss_expression
+            self.batch_size = _batch_size(self.x)
         self.yours = yours
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.SGD(trainable, lr=LEARNING_RATE) if trainable else None
@@ -269,6 +277,8 @@ class _Lifecycle:
         self.graph_freed = False
         self.released_count = 0  # saved tensors the graph held when backward released them
         self.added: dict[str, list[torch.Tensor]] = {}  # per leaf, what each backward added since .grad was cleared
+        self.between: dict[str, list[str]] = {}  # per leaf, the steps that ran between those passes
+        self.pending: dict[str, list[str]] = {}  # per leaf, the steps since its latest counted pass
         self.last_values = self._values()
 
     @property
@@ -284,6 +294,9 @@ class _Lifecycle:
             return str(error).strip(), True
         except LabRefusal as refusal:
             return str(refusal), False
+        if not action.startswith("backward"):
+            for name in self.added:
+                self.pending.setdefault(name, []).append(ACTIONS[action])
         return None, True
 
     def _values(self) -> dict[str, torch.Tensor]:
@@ -324,11 +337,22 @@ class _Lifecycle:
     def _backward(self, retain_graph: bool = False) -> None:
         if self.loss is None:
             raise LabRefusal("There is no loss yet: run a forward first.")
-        before = {name: _grad_or_zeros(t) for name, t in self.leaves.items()}
+        arrived: dict[str, torch.Tensor] = {}  # each leaf's gradient from this pass, as it reaches AccumulateGrad
+        handles = [
+            t.register_hook(lambda grad, name=name: arrived.__setitem__(name, grad.detach().clone()))
+            for name, t in self.leaves.items()
+            if t.requires_grad
+        ]  # registered last, so they see the gradient after the caller's own hooks
         held = self._held_bytes()[1]
-        self.loss.backward(retain_graph=retain_graph)
+        try:
+            self.loss.backward(retain_graph=retain_graph)
+        finally:
+            for handle in handles:
+                handle.remove()
         for name, t in self.leaves.items():
-            self.added.setdefault(name, []).append(_grad_or_zeros(t) - before[name])
+            if name in self.added:
+                self.between.setdefault(name, []).extend(self.pending.pop(name, []))
+            self.added.setdefault(name, []).append(arrived.get(name, torch.zeros_like(t)))
         if not retain_graph:
             self.graph_freed, self.released_count = True, held
 
@@ -349,6 +373,8 @@ class _Lifecycle:
         for name, t in self.leaves.items():
             if id(t) in cleared:  # what the optimizer was not given keeps its .grad, and its history
                 self.added.pop(name, None)
+                self.between.pop(name, None)
+                self.pending.pop(name, None)
 
     def _sgd_step(self) -> None:
         if self.optimizer is None:
@@ -440,6 +466,11 @@ class _Lifecycle:
         if norm is not None and added and float(added[-1].norm()) > 0:
             ratio = norm / float(added[-1].norm())
         equal = None if len(added) < 2 else all(torch.equal(a, added[0]) for a in added[1:])
+        difference = None
+        if len(added) >= 2:
+            scale = float(added[0].abs().max()) if added[0].numel() else 0.0
+            largest = max(float((a - added[0]).abs().max()) if a.numel() else 0.0 for a in added[1:])
+            difference = largest / scale if scale > 0 else (0.0 if largest == 0 else math.inf)
         return TensorRow(
             name=name,
             role=role,
@@ -453,6 +484,8 @@ class _Lifecycle:
             version=tensor._version,
             passes=len(added),
             passes_equal=equal,
+            between=tuple(dict.fromkeys(self.between.get(name, []))) if tensor.is_leaf else (),
+            passes_max_difference=difference,
         )
 
     @property
@@ -537,8 +570,8 @@ def _saved_values(node) -> list[tuple[str, torch.Tensor]]:
     return [(name, t) for name, t in found if torch.is_tensor(t)]
 
 
-def _grad_or_zeros(tensor: torch.Tensor) -> torch.Tensor:
-    return torch.zeros_like(tensor) if tensor.grad is None else tensor.grad.detach().clone()
+def _batch_size(x: torch.Tensor | None) -> int | None:
+    return int(x.shape[0]) if torch.is_tensor(x) and x.dim() >= 1 else None
 
 
 def run(
@@ -575,6 +608,8 @@ def run(
         loss_expression=lab.loss_expression,
         notes=tuple(lab.notes),
         final_grads=grads,
+        batch_size=lab.batch_size,
+        actions=tuple(actions),
     )
 
 

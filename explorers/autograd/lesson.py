@@ -72,22 +72,27 @@ STATEMENTS: dict[str, Statement] = {
     ),
     "version_check": Statement(
         text=(
-            "Backward refuses a saved tensor whose version counter moved after it was saved: any in-place write, "
-            '`optimizer.step()` included, makes it raise "modified by an inplace operation", even one that '
-            "wrote the same values back."
+            "Backward refuses a saved tensor whose version counter moved after it was saved: an in-place write to it "
+            'or to a view of it, including `optimizer.step()` updating a parameter, makes it raise "modified by an '
+            'inplace operation", even one that wrote the same values back.'
         ),
         scope=(
-            "Tensors saved by built-in ops and by save_for_backward (a tensor stashed on ctx as a plain attribute "
-            "is not checked); views share their base's counter."
+            "Tensors saved by built-in ops and by save_for_backward, with no saved_tensors_hooks installed (a pack "
+            "hook that returns a copy saves the copy); a write through `.data` does not move the counter, so "
+            "backward then uses the new values without an error; `optimizer.step()` skips parameters whose `.grad` "
+            "is None and writes nothing to them; a tensor stashed on ctx as a plain attribute is not checked."
         ),
         source="torch/csrc/autograd/saved_variable.cpp: SavedVariable::unpack (version check)",
     ),
     "no_grad": Statement(
         text=(
-            "Under `torch.no_grad()` no operation records a graph: every tensor computed inside has `grad_fn=None` "
-            "and `requires_grad=False`."
+            "Under `torch.no_grad()` an operation records no graph: its result has `grad_fn=None`, and "
+            "`requires_grad=False` unless it is a view of a tensor that requires grad."
         ),
-        scope="Tensors computed inside the block, custom Functions included; tensors made before it keep theirs.",
+        scope=(
+            "While grad mode is off: a `torch.enable_grad()` nested inside the block (or a forward that calls it) "
+            "records again; custom Functions included; tensors made before the block keep theirs."
+        ),
         source="https://pytorch.org/docs/stable/generated/torch.no_grad.html",
     ),
     "eval_records": Statement(
@@ -215,9 +220,11 @@ def _accumulation_lines(final: Snapshot) -> list[str]:
 def _passes(row: TensorRow) -> str:
     if row.passes_equal:
         return f"{row.passes} backward passes that each added the same gradient"
+    between = f"`{'`, `'.join(row.between)}` ran between them" if row.between else "nothing ran between them"
     return (
-        f"{row.passes} backward passes that added different gradients (a new forward, new dropout masks or a step "
-        "in between), so the ratio of norms is not a count of passes"
+        f"{row.passes} backward passes that added different gradients ({between}; the largest element differs "
+        f"by {row.passes_max_difference:.2g} of the first pass's largest), so the ratio of norms is not a count "
+        "of passes"
     )
 
 
@@ -270,7 +277,8 @@ def _no_grad_lines(final: Snapshot) -> list[str]:
         return []
     if final.forward_grad_mode is False:
         return [
-            "The latest forward ran under `no_grad`: the loss has `grad_fn=None` and `requires_grad=False`. "
+            f"The latest forward ran under `no_grad`: the loss has `grad_fn=None` and "
+            f"`requires_grad={loss.requires_grad}`. "
             + STATEMENTS["no_grad"].text
             + " "
             + STATEMENTS["eval_records"].text
@@ -287,10 +295,36 @@ def two_passes_question(leaf: TensorRow) -> str:
 
 def two_passes_reveal(leaf: TensorRow) -> str:
     return (
-        f"Measured just now on this model: ‖{leaf.name}.grad‖ / ‖latest pass‖ = {leaf.grad_vs_one_pass:.3f}, "
-        f"over {leaf.passes} passes that {'each added the same gradient' if leaf.passes_equal else 'differed'}. "
-        + STATEMENTS["accumulates"].text
+        f"Measured just now on this model, in a run of its own ({two_passes_steps()}): ‖{leaf.name}.grad‖ / "
+        f"‖latest pass‖ = {leaf.grad_vs_one_pass:.3f}, over {leaf.passes} passes that "
+        f"{'each added the same gradient' if leaf.passes_equal else 'differed'}. " + STATEMENTS["accumulates"].text
     )
+
+
+TWO_PASSES = ("forward", "backward_retain", "backward_retain")  # the prediction's own run, beside the one on screen
+
+
+def two_passes_steps() -> str:
+    return " → ".join(ACTIONS[a] for a in TWO_PASSES)
+
+
+def caption_settings(result: AutogradRun) -> dict[str, object]:
+    """What a figure's caption says ran: the model, its loss and sizes (the batch that ran), and the steps."""
+    options = result.options
+    settings: dict[str, object] = {
+        "model": options.preset,
+        "loss": result.loss_expression.removeprefix("loss = "),
+        "activation": options.activation,
+        "seed": options.seed,
+    }
+    if options.preset != "scalar":
+        settings |= {"depth": options.depth, "width": options.width, "batch": result.batch_size}
+    settings["steps"] = trail(result)
+    return settings
+
+
+def trail(result: AutogradRun) -> str:
+    return " → ".join(("✗ " if s.error else "") + ACTIONS[s.action] for s in result.steps) or "nothing yet"
 
 
 def no_ratio_note() -> str:

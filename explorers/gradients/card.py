@@ -23,6 +23,8 @@ from explorers.gradients.lesson import (
 _RECOVERIES = {
     "broken_graph": "Remove the detach/no_grad on the training path; replace a hard argmax with a differentiable "
     "relaxation (softmax, Gumbel-softmax, a straight-through estimator).",
+    "none_returned": "Make the backward of the node named return a gradient for every input that needs one "
+    "(a custom autograd.Function's backward returns one value per forward input).",
     "unused": "Delete the parameter or wire it into forward; DDP with find_unused_parameters=False raises on it.",
     "frozen": "Keep it frozen if fine-tuning is intended and leave it out of the optimizer; else requires_grad_(True).",
     "backward_error": "Make the op out of place (h = h * mask, torch.where) or clone before changing; "
@@ -35,6 +37,20 @@ _RECOVERIES = {
     "not the fix.",
     "nonfinite": "Find the first op producing inf/nan (anomaly mode), then lower the learning rate or fix the scale.",
 }
+
+
+def _mechanism(kind: str, run: ScenarioRun) -> str:
+    """The Statement behind a finding; for vanishing, the chain rule and this run's measured per-layer factor."""
+    if kind != "vanishing":
+        return STATEMENTS[kind].text
+    text = STATEMENTS["chain"].text
+    ratio = depth_ratio(run.diagnosis)
+    if ratio is not None and ratio[3] >= 2:
+        per_layer = ratio[0] ** (1 / (ratio[3] - 1))
+        text += f" Measured here: about ×{per_layer:.2g} per layer over {ratio[3]} layers."
+    if "Sigmoid" in run.activations:
+        text += " " + STATEMENTS["vanishing"].text
+    return text
 
 
 def answer_card(run: ScenarioRun, sweep: ScaleSweep | None = None, clipping: Clipping | None = None) -> AnswerCard:
@@ -50,7 +66,7 @@ def answer_card(run: ScenarioRun, sweep: ScaleSweep | None = None, clipping: Cli
     if run.accumulation is not None:
         mechanism = STATEMENTS["accumulates"].text + " Without zero_grad each step sums every batch so far."
     elif diagnosis.findings:
-        mechanism = " ".join(STATEMENTS[kind].text for kind in kinds if kind in STATEMENTS)
+        mechanism = " ".join(_mechanism(kind, run) for kind in kinds if kind in STATEMENTS or kind == "vanishing")
     else:
         mechanism = (
             "Backward reached every trainable parameter, and no layer's gradient norm crossed the lab's vanishing "

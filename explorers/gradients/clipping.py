@@ -48,6 +48,10 @@ class Training:
     losses_clipped: tuple[float, ...]
     grad_norms_plain: tuple[float, ...]  # total gradient norm at each step that ran, before any clipping
     grad_norms_clipped: tuple[float, ...]
+    # ‖weights at the end − initial weights‖ / ‖initial weights‖ over the trainable parameters (nan if not finite)
+    weights_moved_plain: float = math.nan
+    weights_moved_clipped: float = math.nan
+    largest_step_clipped: float = math.nan  # the largest ‖weights after a step − before it‖ of the clipped run
 
     @property
     def learning_rate(self) -> float:
@@ -125,9 +129,29 @@ def clipped_training(options: GradientsOptions, report=None) -> Training:
         if report:
             report(done, total)
 
-    plain, plain_norms = _train(plain_model, x, y, options, False, progress)
-    clipped, clipped_norms = _train(clipped_model, x, y, options, True, lambda s: progress(TRAINING_STEPS + s))
-    return Training(options, TRAINING_STEPS, tuple(plain), tuple(clipped), tuple(plain_norms), tuple(clipped_norms))
+    initial = _flat(plain_model)
+    plain, plain_norms, _ = _train(plain_model, x, y, options, False, progress)
+    clipped, clipped_norms, steps = _train(clipped_model, x, y, options, True, lambda s: progress(TRAINING_STEPS + s))
+    return Training(
+        options,
+        TRAINING_STEPS,
+        tuple(plain),
+        tuple(clipped),
+        tuple(plain_norms),
+        tuple(clipped_norms),
+        weights_moved_plain=_moved(initial, _flat(plain_model)),
+        weights_moved_clipped=_moved(initial, _flat(clipped_model)),
+        largest_step_clipped=max(steps, default=math.nan),
+    )
+
+
+def _flat(model: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().double().flatten().cpu() for p in model.parameters() if p.requires_grad])
+
+
+def _moved(initial: torch.Tensor, final: torch.Tensor) -> float:
+    base = float(initial.norm())
+    return float((final - initial).norm()) / base if base > 0 else math.nan
 
 
 def clipping_study(options: GradientsOptions, report=None) -> ClipStudy:
@@ -135,10 +159,13 @@ def clipping_study(options: GradientsOptions, report=None) -> ClipStudy:
     return ClipStudy(clip_once(options), clipped_training(options, report))
 
 
-def _train(model: nn.Module, x, y, options: GradientsOptions, clip: bool, progress) -> tuple[list[float], list[float]]:
+def _train(
+    model: nn.Module, x, y, options: GradientsOptions, clip: bool, progress
+) -> tuple[list[float], list[float], list[float]]:
+    """Losses before each step, gradient norms (before clipping) and how far each step moved the weights."""
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.SGD(params, lr=options.learning_rate)
-    losses, norms = [], []
+    losses, norms, steps = [], [], []
     for step in range(TRAINING_STEPS):
         optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
@@ -153,6 +180,8 @@ def _train(model: nn.Module, x, y, options: GradientsOptions, clip: bool, progre
             norms.append(float(nn.utils.clip_grad_norm_(params, options.max_norm)))
         else:
             norms.append(_grad_norm(params))
+        before = _flat(model)
         optimizer.step()
+        steps.append(float((_flat(model) - before).norm()))
         progress(step + 1)
-    return losses, norms
+    return losses, norms, steps

@@ -302,6 +302,7 @@ class ScenarioRun:
     graph_nodes: int
     graph_note: str
     accumulation: Accumulation | None  # the zero_grad scenario only
+    activations: tuple[str, ...] = ()  # class names of the model's parameter-free leaf modules (Sigmoid, ReLU, ...)
 
     @property
     def scenario(self) -> Scenario:
@@ -322,7 +323,10 @@ def scenario_run(options: GradientsOptions, report=None) -> ScenarioRun:
     accumulation = None
     if accumulates:
         accumulation = _accumulate(options, lambda done: report(2 + done, total) if report else None)
-    return ScenarioRun(options, diagnosis, source, nodes, note, accumulation)
+    activations = sorted(
+        {type(m).__name__ for m in model.modules() if not list(m.children()) and not list(m.parameters())}
+    )
+    return ScenarioRun(options, diagnosis, source, nodes, note, accumulation, tuple(activations))
 
 
 NO_GRADIENT_COLOUR = "#f4a3a3"
@@ -348,6 +352,8 @@ def _graph(model: nn.Module, x: torch.Tensor, y: torch.Tensor, diagnosis: Diagno
         size = "(" + ", ".join(map(str, p.shape)) + ")"
         if not p.requires_grad:
             missing.append((name, f"{name}\n{size}\nfrozen: requires_grad=False", FROZEN_COLOUR))
+        elif status.status == "none" and diagnosis.backward_error is None and status.in_graph:
+            dot.node(str(id(p)), f"{name}\n{size}\n.grad is None", fillcolor=NO_GRADIENT_COLOUR)
         elif status.status == "none" and diagnosis.backward_error is None:
             missing.append((name, f"{name}\n{size}\n.grad is None", NO_GRADIENT_COLOUR))
         elif status.status == "zero":
@@ -365,6 +371,8 @@ def _graph(model: nn.Module, x: torch.Tensor, y: torch.Tensor, diagnosis: Diagno
         notes.append("Red, dashed: trainable parameters no path reaches (.grad is None).")
     if any(colour == FROZEN_COLOUR for *_, colour in missing):
         notes.append("Grey, dashed: frozen parameters.")
+    if diagnosis.finding("none_returned") is not None:
+        notes.append("Red: in the graph, but no gradient arrived (.grad is None).")
     if diagnosis.with_status("zero"):
         notes.append("Orange: reached, but the gradient is exactly zero.")
     if diagnosis.backward_error is not None:
@@ -418,6 +426,7 @@ class SweepPoint:
     zero: tuple[str, ...]
     backward_error: str | None
     kinds: tuple[str, ...]
+    layer_statuses: tuple[str, ...] = ()  # per layer: "none" | "zero" | "finite" | "nonfinite"
 
 
 @dataclass(frozen=True)
@@ -442,6 +451,7 @@ def scale_sweep(options: GradientsOptions, report=None) -> ScaleSweep:
                 zero=d.with_status("zero"),
                 backward_error=d.backward_error,
                 kinds=d.kinds,
+                layer_statuses=tuple(layer.status for layer in d.layers),
             )
         )
         if report:

@@ -109,22 +109,41 @@ def layer_table(diagnosis: Diagnosis) -> pd.DataFrame:
 
 
 def sweep_figure(sweep: ScaleSweep) -> go.Figure:
-    """Per-layer gradient norms at each initial scale: finite norms move, None and 0 stay on the floor."""
+    """Per-layer gradient norms at each initial scale: finite norms move; None, 0 and inf/nan are labelled markers."""
     floor = _floor([n for p in sweep.points for n in p.layer_norms])
     figure = go.Figure()
     for point in sweep.points:
+        statuses = point.layer_statuses or tuple("finite" for _ in point.layer_names)
+        shown = [s == "finite" and n > 0 and math.isfinite(n) for s, n in zip(statuses, point.layer_norms, strict=True)]
         figure.add_trace(
             go.Scatter(
                 x=list(point.layer_names),
-                y=[n if n > 0 and math.isfinite(n) else floor for n in point.layer_norms],
+                y=[n if ok else None for n, ok in zip(point.layer_norms, shown, strict=True)],
                 mode="lines+markers",
                 name=f"init scale {point.init_scale:g}",
                 line={"width": 3},
                 marker={"size": 10},
+                connectgaps=False,
+                legendgroup=f"{point.init_scale:g}",
             )
         )
+        others = [(name, status) for name, status, ok in zip(point.layer_names, statuses, shown, strict=True) if not ok]
+        if others:
+            figure.add_trace(
+                go.Scatter(
+                    x=[name for name, _ in others],
+                    y=[floor] * len(others),
+                    mode="markers+text",
+                    name=f"init scale {point.init_scale:g}: no usable gradient",
+                    text=[STATUS_TEXT[status] for _, status in others],
+                    textposition="top center",
+                    marker={"size": 14, "symbol": "x", "color": [STATUS_COLOURS[status] for _, status in others]},
+                    legendgroup=f"{point.init_scale:g}",
+                    showlegend=False,
+                )
+            )
     figure.update_yaxes(type="log", title="gradient norm", exponentformat="power")
-    figure.update_xaxes(title="layer (0 and None on the floor)", type="category")
+    figure.update_xaxes(title="layer (None, 0 and inf/nan marked on the floor)", type="category")
     return _style(figure, "Gradient norm per layer at three scales")
 
 

@@ -95,6 +95,17 @@ STATEMENTS: dict[str, Statement] = {
         scope="nn.ReLU and torch.relu (the derivative at exactly 0 is taken as 0); LeakyReLU, GELU and RReLU differ.",
         source="tools/autograd/derivatives.yaml: relu (threshold_backward)",
     ),
+    "none_returned": Statement(
+        text=(
+            "A backward function may return None for one of its inputs; autograd then sends nothing along that edge, "
+            "and a parameter reached only through it keeps `.grad` None although it is in the graph."
+        ),
+        scope=(
+            "A custom autograd.Function's backward returning None for an input that requires grad; the graph still "
+            "holds the parameter's AccumulateGrad node, so the parameter is reached, not cut off."
+        ),
+        source="https://pytorch.org/docs/stable/notes/extending.html#extending-torch-autograd",
+    ),
     "zero_gradient": Statement(
         text=(
             "A path that multiplies by zero (a mask, a dead unit) delivers a gradient of exactly 0: the parameter "
@@ -103,10 +114,19 @@ STATEMENTS: dict[str, Statement] = {
         scope="Finite values on the path (0 × inf is nan).",
         source=f"{AUTOGRAD_NOTES}#how-autograd-encodes-the-history",
     ),
+    "chain": Statement(
+        text=(
+            "Backward multiplies the gradient by one layer's local derivative at a time (its weight matrix, then its "
+            "activation's derivative), so in a stack the gradient reaching an early layer has passed through the "
+            "factors of every later layer."
+        ),
+        scope="Feed-forward stacks; a residual connection adds a path that skips the layer's factor.",
+        source=f"{AUTOGRAD_NOTES}#how-autograd-encodes-the-history",
+    ),
     "vanishing": Statement(
         text=(
-            "Backward multiplies the gradient by one layer's local derivative at a time; sigmoid's derivative is at "
-            "most 0.25, so a sigmoid layer whose weight matrix has spectral norm below 4 shrinks the gradient's norm."
+            "Sigmoid's derivative is at most 0.25, so a sigmoid layer whose weight matrix has spectral norm below 4 "
+            "shrinks the gradient's norm."
         ),
         scope="Linear layers followed by sigmoid; tanh's bound is 1, ReLU's is 1 on active units.",
         source="https://pytorch.org/docs/stable/generated/torch.nn.Sigmoid.html",
@@ -133,6 +153,19 @@ STATEMENTS: dict[str, Statement] = {
 QUESTION = "Why is a gradient None, zero, vanishing or exploding?"
 NO_FINDINGS = "None: every trainable parameter got a finite gradient, and no threshold was crossed."
 KNOB_NOT_IN_MODEL = "This scenario's model does not have this knob."
+_KNOB_WORDS = {"depth": "depth", "activation": "activation", "k": "k"}  # the disableable knobs, as the page names them
+
+
+def knobs_not_in_model(scenario: str) -> str | None:
+    """A caption under the controls naming the knobs this scenario's model ignores, or None when it uses them all."""
+    ignored = [word for knob, word in _KNOB_WORDS.items() if knob not in SCENARIOS[scenario].knobs]
+    if not ignored:
+        return None
+    names = ignored[0] if len(ignored) == 1 else ", ".join(ignored[:-1]) + " or " + ignored[-1]
+    them = "it" if len(ignored) == 1 else "them"
+    return f"This scenario does not use {names} (see its code), so changing {them} does not change the run."
+
+
 MOVED_FACTOR = 1.5  # a norm that changed by less than this over the sweep "barely moved"
 ALIGNED_SHARE = 0.8  # the accumulated norm at least this share of the summed batch norms: "nearly the same direction"
 
@@ -173,8 +206,6 @@ _PLANTED = {
 }
 _STACK_INTENT = {
     "healthy": "Nothing planted.",
-    "vanishing": "Set up for vanishing gradients: a deep stack with small weights.",
-    "exploding": "Set up for exploding gradients: a deep stack with large weights.",
     "no_zero_grad": "The training loop calls backward() on k batches without zero_grad() in between.",
 }
 
@@ -192,11 +223,14 @@ def scenario_text(options: GradientsOptions) -> ScenarioText:
         pathology, code = _PLANTED[name]
         return ScenarioText(SCENARIOS[name].label, pathology, f"{init}\n{code}")
     depth, module = options.depth, _MODULES[options.activation]
-    title = f"{SCENARIOS[name].label.split(':')[0]}: {depth} Linear layers, {options.activation}, {scale_words(scale)}"
+    stack = f"{depth} Linear layers, {options.activation}, {scale_words(scale)}"
+    title = f"{SCENARIOS[name].label.split(':')[0]}: {stack}" if name in _STACK_INTENT else f"A stack of {stack}"
     pathology = (
-        f"{_STACK_INTENT[name]} {depth} Linear layers ({IN_FEATURES} → {WIDTH} … → 1) with {options.activation} "
-        f"between them, weights at {scale_words(scale)}."
+        f"{depth} Linear layers ({IN_FEATURES} → {WIDTH} … → 1) with {options.activation} between them, weights "
+        f"at {scale_words(scale)}."
     )
+    if name in _STACK_INTENT:  # vanishing and exploding say what was built; the verdict says what it measured
+        pathology = f"{_STACK_INTENT[name]} {pathology}"
     code = (
         f"layers = []\nfor i in range({depth}):\n"
         f"    layers.append(nn.Linear({IN_FEATURES} if i == 0 else {WIDTH}, 1 if i == {depth - 1} else {WIDTH}))\n"
@@ -266,6 +300,13 @@ def _finding_line(finding: Finding, diagnosis: Diagnosis) -> str:
                 else ""
             )
         )
+    if kind == "none_returned":
+        nodes = list(dict.fromkeys(n for name in finding.parameters for n in diagnosis.parameters[name].linked_from))
+        return (
+            f"{_names(finding.parameters)} {'is' if len(finding.parameters) == 1 else 'are'} in the graph (linked "
+            f"from {_names(nodes)}), yet `.grad` is **None**: a path exists, and a backward function on it returned "
+            "no gradient."
+        )
     if kind == "unused":
         return (
             f"{_names(finding.parameters)}: no operation of the forward pass or the loss read them, so the "
@@ -289,10 +330,13 @@ def _finding_line(finding: Finding, diagnosis: Diagnosis) -> str:
         parts = "; ".join(
             f"`{d.where}`: **{d.dead} of {d.units}** units zero for all {d.samples} samples" for d in dead
         )
-        zero = [n for n in finding.parameters]
+        zero = list(finding.parameters)
         line = f"Dead ReLUs: {parts}."
         if zero:
-            line += f" {_names(zero)} got a gradient of **exactly 0**: a tensor of zeros, so a path reached them."
+            line += (
+                f" {_names(zero)} got a gradient of **exactly 0**, and a non-zero one when these ReLUs are replaced "
+                "by the identity (same batch, same weights)."
+            )
         return line
     if kind == "zero_gradient":
         return f"{_names(finding.parameters)} got a gradient of **exactly 0**: a path exists, and it carries zero."
@@ -497,9 +541,14 @@ def training_line(training: Training) -> str:
     )
     first_norm = training.grad_norms_plain[0]
     if first_norm > EXPLODING_NORM:
+        norms = training.grad_norms_clipped
+        moved = training.weights_moved_clipped
         cause = (
-            f" Clipping capped each step at lr × max_norm = {training.learning_rate * training.max_norm:.2g}; the "
-            f"initial weights that made the first gradient {sci(first_norm)} are still the model's."
+            f" With clipping, the largest step moved the weights by {sci(training.largest_step_clipped)} "
+            f"(lr × max_norm = {training.learning_rate * training.max_norm:.2g})"
+            + (f"; over the run they moved {moved:.0%} of their initial norm" if math.isfinite(moved) else "")
+            + f", and the gradient norm went from {sci(norms[0])} at the first step to {sci(norms[-1])} at the last"
+            + (f" (still above {EXPLODING_NORM:.0e})." if norms[-1] > EXPLODING_NORM else ".")
         )
     else:
         cause = (

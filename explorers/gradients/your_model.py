@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ STATUSES = ("none", "zero", "finite", "nonfinite")
 KINDS = {
     "backward_error": "Backward failed",
     "broken_graph": "Broken graph",
+    "none_returned": "No gradient returned",
     "unused": "Unused parameters",
     "frozen": "Frozen parameters",
     "dead_units": "Dead ReLU units",
@@ -112,6 +114,10 @@ class ParameterGradient:
     status: str  # "none" | "zero" | "finite" | "nonfinite"
     norm: float  # 0.0 for "none"; inf or nan for "nonfinite"
     weight_norm: float
+    # Whether its AccumulateGrad node is reachable from the loss's grad_fn (a path exists in the graph), and the
+    # graph nodes that link to it directly; False and () when the loss has no grad_fn.
+    in_graph: bool = False
+    linked_from: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -187,8 +193,11 @@ class _Watch(TorchFunctionMode):
     - every ReLU's output, reduced at once to which units were non-zero for some sample.
     """
 
-    def __init__(self, storages: dict[int, list[tuple[str, int, int]]], module_stack: list[str]):
+    def __init__(
+        self, storages: dict[int, list[tuple[str, int, int]]], module_stack: list[str], bypass: frozenset = frozenset()
+    ):
         super().__init__()
+        self.bypass = bypass  # modules whose ReLUs return their input unchanged (the dead-unit counterfactual)
         self.storages = storages
         self.first_read: dict[str, int] = {}
         self.cuts: Counter[str] = Counter()
@@ -197,8 +206,10 @@ class _Watch(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        result = func(*args, **kwargs)
         name = getattr(func, "__name__", "")
+        if name in _RELU and self.bypass and (self.module_stack[-1] if self.module_stack else "(model)") in self.bypass:
+            return args[0]
+        result = func(*args, **kwargs)
         if name in _METADATA_ONLY:
             return result
         inputs = list(saved.tensors_in((args, kwargs)))
@@ -208,7 +219,8 @@ class _Watch(TorchFunctionMode):
                 if owner not in self.first_read:
                     self.first_read[owner] = len(self.first_read)
         outputs = list(saved.tensors_in(result))
-        if outputs and any(t.requires_grad for t in inputs) and not any(t.requires_grad for t in outputs):
+        cut = outputs and any(t.requires_grad for t in inputs) and not any(t.requires_grad for t in outputs)
+        if cut and (torch.is_grad_enabled() or not _in_custom_function_forward()):
             label = getattr(getattr(func, "__self__", None), "__name__", name) if getter else name
             self.cuts[label if torch.is_grad_enabled() else f"{label} under no_grad"] += 1
         if name in _RELU and torch.is_tensor(result):
@@ -235,6 +247,37 @@ class _Watch(TorchFunctionMode):
         units = alive.numel()
         where = self.module_stack[-1] if self.module_stack else ""
         self.relus.append(DeadUnits(where or "(model)", int(units - alive.sum()), units, output.numel() // units))
+
+
+_FUNCTION_APPLY = torch.autograd.Function.apply.__func__.__code__
+
+
+def _in_custom_function_forward() -> bool:
+    """Whether a custom autograd.Function's forward is running: its grad mode is off, and its node links the path."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is _FUNCTION_APPLY:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _graph_links(loss: torch.Tensor, named: dict[str, torch.Tensor]) -> dict[str, tuple[str, ...]]:
+    """Parameters whose AccumulateGrad node the loss's graph reaches, each with the names of the nodes linking to it."""
+    names = {id(p): n for n, p in named.items()}
+    found: dict[str, list[str]] = {}
+    seen, pending = set(), [getattr(loss, "grad_fn", None)]
+    while pending:
+        node = pending.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        for child, _ in node.next_functions:
+            variable = getattr(child, "variable", None) if child is not None else None
+            if variable is not None and id(variable) in names:
+                found.setdefault(names[id(variable)], []).append(node.name())
+            pending.append(child)
+    return {name: tuple(dict.fromkeys(nodes)) for name, nodes in found.items()}
 
 
 def _byte_range(tensor: torch.Tensor) -> tuple[int, int]:
@@ -337,6 +380,7 @@ def diagnose(
         with isolated_rng(seed, str(device)), torch.inference_mode(False), torch.enable_grad():
             with watch:
                 loss = _forward_and_loss(copied, x, y, loss_fn)
+            links = _graph_links(loss, named)
             backward_error = None
             try:
                 loss.backward()
@@ -356,13 +400,21 @@ def diagnose(
             status=status,
             norm=norm,
             weight_norm=float(p.detach().double().norm()),
+            in_graph=name in links,
+            linked_from=links.get(name, ()),
         )
     rms = {name: _rms([p for n, p in named.items() if n.rpartition(".")[0] == name and p.dim() >= 2]) for name in kinds}
     layers = _layers(parameters, watch.first_read, kinds, rms)
     loss_value = float(loss.detach().float().reshape(()))
     cuts = tuple(sorted(watch.cuts.items(), key=lambda item: -item[1]))
     dead = tuple(watch.relus)
-    findings = _findings(parameters, layers, loss_value, backward_error, loss.requires_grad, cuts, dead)
+    zero = [n for n, p in parameters.items() if p.requires_grad and p.status == "zero"]
+    flagged = _flagged(dead)
+    behind_relus: tuple[str, ...] = ()
+    if zero and flagged and backward_error is None:
+        revived = _gradients_without_relus(model, inputs, targets, loss_fn, seed, frozenset(d.where for d in flagged))
+        behind_relus = tuple(n for n in zero if n in revived)
+    findings = _findings(parameters, layers, loss_value, backward_error, loss.requires_grad, cuts, dead, behind_relus)
     return Diagnosis(
         parameters=parameters,
         layers=layers,
@@ -373,6 +425,39 @@ def diagnose(
         cuts=cuts,
         dead_units=dead,
     )
+
+
+def _flagged(dead: tuple[DeadUnits, ...]) -> list[DeadUnits]:
+    return [d for d in dead if d.samples >= DEAD_UNITS_MIN_SAMPLES and d.dead > DEAD_UNITS_FRACTION * d.units]
+
+
+def _gradients_without_relus(
+    model: nn.Module, inputs: object, targets: object, loss_fn: Callable | None, seed: int, where: frozenset
+) -> set[str]:
+    """The parameters with a non-zero gradient when the ReLUs in `where` pass their input through unchanged.
+
+    The same forward and backward on a fresh copy, same batch and dropout masks: a parameter whose exact zero
+    turns non-zero here got its zero from those ReLUs; one that stays zero got it from something else.
+    """
+    copied = batches.copy_model(model, "diagnose")
+    for parameter in copied.parameters():
+        parameter.grad = None
+    named = dict(copied.named_parameters())
+    storages: dict[int, list[tuple[str, int, int]]] = {}
+    for name, p in named.items():
+        storages.setdefault(saved.storage_key(p), []).append((name, *_byte_range(p)))
+    device = next(iter([*copied.parameters(), *copied.buffers()]), torch.empty(0)).device
+    stack, remove_hooks = _module_names(copied)
+    try:
+        with isolated_rng(seed, str(device)), torch.inference_mode(False), torch.enable_grad():
+            with _Watch(storages, stack, bypass=where):
+                loss = _forward_and_loss(copied, batches.fresh_batch(inputs), batches.fresh_batch(targets), loss_fn)
+            loss.backward()
+    except Exception:  # the counterfactual failed: attribute nothing to the ReLUs
+        return set()
+    finally:
+        remove_hooks()
+    return {n for n, p in named.items() if p.grad is not None and bool(p.grad.ne(0).any())}
 
 
 def _rms(matrices: list[torch.Tensor]) -> float | None:
@@ -518,6 +603,7 @@ def _findings(
     loss_requires_grad: bool,
     cuts: tuple[tuple[str, int], ...],
     dead: tuple[DeadUnits, ...],
+    behind_relus: tuple[str, ...] = (),
 ) -> tuple[Finding, ...]:
     findings = []
     frozen = tuple(n for n, p in parameters.items() if not p.requires_grad)
@@ -526,7 +612,20 @@ def _findings(
         findings.append(Finding("backward_error", (), f"backward raised: {backward_error}"))
     backward_ran = backward_error is None
     cut_text = ", ".join(f"`{name}` ×{count}" for name, count in cuts[:4])
-    broken = tuple(p.name for p in trainable if p.read_in_forward and p.status == "none")
+    none = [p for p in trainable if p.read_in_forward and p.status == "none"]
+    returned = tuple(p.name for p in none if p.in_graph) if backward_ran and loss_requires_grad else ()
+    if returned:
+        nodes = list(dict.fromkeys(node for name in returned for node in parameters[name].linked_from))
+        findings.append(
+            Finding(
+                "none_returned",
+                returned,
+                f"{len(returned)} trainable parameter(s) ({_names(returned)}) are in the graph (the loss's grad_fn "
+                f"reaches their AccumulateGrad node, linked from {_names(nodes)}), yet their .grad is None after "
+                "backward: a backward function on the way returned no gradient for them.",
+            )
+        )
+    broken = tuple(p.name for p in none if p.name not in returned)
     if broken and (backward_ran or not loss_requires_grad):
         where = (
             "the loss itself has no grad_fn, so backward has nowhere to start"
@@ -562,32 +661,35 @@ def _findings(
                 "forward pass): autograd records no path to them by design, and their .grad stays None.",
             )
         )
-    dead_layers = [d for d in dead if d.samples >= DEAD_UNITS_MIN_SAMPLES and d.dead > DEAD_UNITS_FRACTION * d.units]
-    zero = tuple(p.name for p in trainable if p.status == "zero")
+    dead_layers = _flagged(dead)
+    zero = tuple(p.name for p in trainable if p.status == "zero") if backward_ran else ()
+    by_relus = tuple(n for n in zero if n in behind_relus)
     if dead_layers:
         parts = [f"`{d.where}`: {d.dead} of {d.units} units zero for all {d.samples} samples" for d in dead_layers]
         findings.append(
             Finding(
                 "dead_units",
-                zero if backward_ran else (),
+                by_relus,
                 "; ".join(parts)
                 + f" (flagged above {DEAD_UNITS_FRACTION:.0%} of a layer's units)."
                 + (
-                    f" Parameters whose gradient is exactly zero: {_names(zero)}: ReLU passes no gradient "
-                    "where its output is zero."
-                    if zero and backward_ran
+                    f" Parameters whose gradient is exactly zero, and non-zero with these ReLUs replaced by the "
+                    f"identity: {_names(by_relus)}."
+                    if by_relus
                     else ""
                 ),
                 tuple(d.where for d in dead_layers),
             )
         )
-    elif zero and backward_ran:
+    other_zero = tuple(n for n in zero if n not in by_relus)
+    if other_zero:
         findings.append(
             Finding(
                 "zero_gradient",
-                zero,
-                f"{len(zero)} parameter(s) ({_names(zero)}) got a gradient of exactly zero: a path exists, "
-                "but something on it multiplies by zero for this batch (a mask, a saturated or dead unit).",
+                other_zero,
+                f"{len(other_zero)} parameter(s) ({_names(other_zero)}) got a gradient of exactly zero: a path "
+                "exists, and it carries zero for this batch"
+                + (" (it stays zero with the flagged ReLUs replaced by the identity)." if dead_layers else "."),
             )
         )
     for layer, ratio, median, others in weight_scale_outliers(layers):

@@ -486,15 +486,80 @@ def test_an_in_place_write_of_the_same_values_still_trips_the_version_check(name
         loss.backward()
 
 
+@falsifies(STATEMENTS["version_check"])
+def test_the_version_check_holds_for_views_and_steps_and_its_scoped_exceptions_behave_as_stated():
+    torch.manual_seed(0)
+    layer, x = nn.Linear(4, 3), torch.randn(2, 4, requires_grad=True)
+
+    def loss():
+        return torch.tanh(x @ layer.weight.t()).pow(2).sum()  # mm saves the weight's transpose
+
+    value = loss()
+    with torch.no_grad():
+        layer.weight.t()[0].mul_(1.0)  # through a view, the same values
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        value.backward()
+
+    value = loss()
+    layer.weight.grad = torch.ones_like(layer.weight)
+    torch.optim.SGD([layer.weight], lr=0.1).step()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        value.backward()
+
+    layer.weight.grad = None  # a step with every .grad None writes nothing: no version move, backward runs
+    value, version = loss(), layer.weight._version
+    torch.optim.SGD([layer.weight], lr=0.1).step()
+    assert layer.weight._version == version
+    value.backward()
+
+    value = loss()  # a write through .data: the counter stays, backward runs on the new values
+    version = layer.weight._version
+    layer.weight.data.mul_(2.0)
+    assert layer.weight._version == version
+    value.backward()
+
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t.clone(), lambda t: t):  # a pack hook that copies
+        value = loss()
+    with torch.no_grad():
+        layer.weight.mul_(1.0)
+    value.backward()
+    assert all(w in STATEMENTS["version_check"].scope for w in (".data", "saved_tensors_hooks", "`.grad` is None"))
+
+
 @falsifies(STATEMENTS["no_grad"])
 @pytest.mark.parametrize("name", ZOO)
 def test_no_grad_records_nothing(name):
     model, batch = ZOO[name].build()
     for t in float_tensors(batch):
         t.requires_grad_(True)
-    with torch.no_grad():
+    checked = []
+
+    class Watch(TorchFunctionMode):  # every op the forward runs with grad mode off, its outputs as they came out
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if not torch.is_grad_enabled():
+                checked.extend(t for t in float_tensors(out) if not t._is_view())
+            return out
+
+    with torch.no_grad(), Watch():
         out = call(model, batch)
-    assert all(t.grad_fn is None and not t.requires_grad for t in float_tensors(out))
+    assert all(t.grad_fn is None and not t.requires_grad for t in checked)
+    assert all(t.grad_fn is None for t in float_tensors(out))
+    assert all(not t.requires_grad for t in float_tensors(out) if not t._is_view())
+
+
+@falsifies(STATEMENTS["no_grad"])
+def test_no_grad_views_keep_requires_grad_and_enable_grad_inside_records_as_the_scope_says():
+    w = torch.randn(3, 4, requires_grad=True)
+    with torch.no_grad():
+        views = [w.view(12), w[0], w.t()]
+        made = w * 2
+        with torch.enable_grad():
+            nested = w * 2
+    assert all(v.grad_fn is None and v.requires_grad for v in views)  # views of a grad tensor: the scope's exception
+    assert made.grad_fn is None and not made.requires_grad
+    assert nested.grad_fn is not None  # grad mode back on: it records, as the scope says
+    assert "unless it is a view" in STATEMENTS["no_grad"].text and "enable_grad" in STATEMENTS["no_grad"].scope
 
 
 @falsifies(STATEMENTS["eval_records"])
@@ -504,3 +569,68 @@ def test_eval_mode_still_records_the_graph(name):
     trained = [t.grad_fn is not None for t in float_tensors(call(model.train(), batch))]
     evaluated = [t.grad_fn is not None for t in float_tensors(call(model.eval(), batch))]
     assert trained == evaluated
+
+
+# --- Audit of the Autograd lab at non-default settings (/tmp/audit/ag) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [("zero_grad_none", "sgd_step"), ("forward",), ("forward_no_grad", "backward"), ("forward", "backward")],
+)
+def test_the_cards_evidence_quotes_passes_only_from_the_run_on_screen_or_labels_the_side_run(steps):
+    options = autograd.AutogradOptions(preset="residual", seed=2)
+    run = autograd.run(options, steps)
+    two = autograd.run(options, lesson.TWO_PASSES)
+    evidence = card.answer_card(run, two).evidence
+    on_this_run = evidence.split("In a separate run")[0]
+    assert "passes" not in on_this_run  # no leaf of this run holds two passes
+    assert all(r.passes < 2 for r in run.final.tensors)
+    assert f"In a separate run of this model ({lesson.two_passes_steps()}" in evidence
+
+
+def test_the_cards_evidence_quotes_the_passes_that_ran_on_screen():
+    options = autograd.AutogradOptions(seed=3)
+    run = autograd.run(options, ["forward", "backward_retain", "backward_retain", "backward"])
+    evidence = card.answer_card(run, autograd.run(options, lesson.TWO_PASSES)).evidence
+    passes, name, ratio = re.search(
+        r"after (\d+) backward passes ‖(\S+)\.grad‖ / ‖latest pass‖ = ([\d.]+)", evidence
+    ).groups()
+    params, _, _, loss = hand_built_mlp(3)
+    value = loss()
+    once = torch.autograd.grad(value, [params[name]], retain_graph=True)[0]
+    for retain in (True, True, False):
+        value.backward(retain_graph=retain)
+    assert int(passes) == 3 and "separate run" not in evidence
+    assert float(ratio) == pytest.approx(float(params[name].grad.norm() / once.norm()), abs=5e-4)
+
+
+def test_identical_passes_through_one_graph_are_reported_as_the_same_gradient():
+    options = autograd.AutogradOptions(preset="scalar", activation="sigmoid", seed=0)
+    run = autograd.run(options, ["forward", "backward_retain", "backward_retain", "backward"])
+    torch.manual_seed(0)
+    w, b = torch.randn((), requires_grad=True), torch.randn((), requires_grad=True)
+    x = torch.randn(())
+    value = torch.sigmoid(w * x + b)
+    each = [torch.autograd.grad(value, [w, b], retain_graph=True) for _ in range(3)]
+    assert all(torch.equal(g[1], each[0][1]) for g in each)  # plain torch: one graph, the same gradient each pass
+    line = sentence(run, "never overwrites")
+    assert "each added the same gradient" in line and "different" not in line
+    assert run.final.row("b").passes_equal and run.final.row("w").passes_equal
+
+
+def test_passes_said_to_differ_name_the_steps_that_ran_between_them():
+    run = autograd.run(autograd.AutogradOptions(seed=1), ["forward", "backward", "sgd_step", "forward", "backward"])
+    line = sentence(run, "never overwrites")
+    assert "`optimizer.step()`, `forward` ran between them" in line
+    assert "new dropout masks" not in line
+
+
+def test_captions_state_the_batch_that_ran():
+    options = autograd.AutogradOptions(preset="mlp_bn_dropout", batch_size=1, seed=0)
+    run = autograd.run(options, ["forward"])
+    settings = lesson.caption_settings(run)
+    assert settings["batch"] == run.final.row("x").shape[0] == 2  # BatchNorm cannot train on one sample
+    torch.manual_seed(0)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        nn.BatchNorm1d(4).train()(torch.randn(1, 4))

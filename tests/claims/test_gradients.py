@@ -646,3 +646,240 @@ def test_clip_grad_norm_multiplies_every_gradient_by_one_factor(name, max_norm):
     factor = min(1.0, max_norm / (total + 1e-6))
     for p, g in zip(params, before, strict=True):
         assert torch.allclose(p.grad, g * factor, rtol=1e-5, atol=1e-12)
+
+
+# --- Audit of the Gradients lab at non-default settings (/tmp/audit/ag) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "scenario, changes",
+    [
+        ("exploding", {"init_scale": 0.05, "depth": 2}),
+        ("vanishing", {"init_scale": 5.0}),
+        ("exploding", {"depth": 4, "init_scale": 1.0, "activation": "tanh"}),  # what a link with only the scenario gets
+    ],
+)
+def test_a_stack_scenarios_description_says_what_was_built_and_promises_no_pathology(scenario, changes):
+    options = GradientsOptions.for_scenario(scenario, **changes)
+    text = lesson.scenario_text(options)
+    params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
+    act = {"tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}[options.activation]
+    mse(stack_forward(params, x, act), y).backward()
+    ratio = grad_norm(*params[:2]) / grad_norm(*params[-2:])
+    assert 1e-3 < ratio < 1e3 and max(float(p.grad.norm()) for p in params) < 1e3  # plain torch: neither happens
+    shown = f"{text.title} {text.pathology}".lower()
+    assert "exploding" not in shown and "vanishing" not in shown and "large weights" not in shown
+    assert "small weights" not in shown and f"{options.depth} linear layers" in shown
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"scenario": "vanishing", "depth": 12, "init_scale": 0.05, "activation": "tanh"},
+        {"scenario": "healthy", "depth": 12, "init_scale": 0.05, "activation": "linear"},
+    ],
+)
+def test_the_vanishing_mechanism_names_sigmoid_only_when_the_model_has_one(changes):
+    options = GradientsOptions(**changes)
+    run = gradients.scenario_run(options)
+    mechanism = gradients_card.answer_card(run).mechanism
+    model, *_ = gradients.experiment.build(options)
+    assert not any(isinstance(m, nn.Sigmoid) for m in model.modules())
+    assert "sigmoid" not in mechanism.lower() and "Vanishing" in run.diagnosis.verdict
+    factor = float(re.search(r"about ×(\S+) per layer over 12 layers", mechanism).group(1))
+    params, _, x, y = draw(stack_shapes(12), scale=0.05)
+    mse(stack_forward(params, x, torch.tanh if changes["activation"] == "tanh" else (lambda t: t)), y).backward()
+    ratio = grad_norm(*params[:2]) / grad_norm(*params[-2:])
+    assert factor == pytest.approx(ratio ** (1 / 11), rel=0.05)
+    sigmoid_run = gradients.scenario_run(GradientsOptions.for_scenario("vanishing"))
+    assert STATEMENTS["vanishing"].text in gradients_card.answer_card(sigmoid_run).mechanism
+
+
+@pytest.mark.parametrize("learning_rate", [1.0, 0.01])
+def test_clipped_training_says_how_far_the_weights_moved_and_where_the_gradient_ended(learning_rate):
+    options = GradientsOptions.for_scenario(
+        "exploding", depth=8, init_scale=3.0, activation="relu", learning_rate=learning_rate, max_norm=100.0
+    )
+    line = lesson.training_line(gradients.clipped_training(options))
+    params, _, x, y = draw(stack_shapes(8), scale=3.0)
+    initial = torch.cat([p.detach().flatten() for p in params]).double()
+    norms = []
+    for _ in range(30):
+        for p in params:
+            p.grad = None
+        mse(stack_forward(params, x, torch.relu), y).backward()
+        total = math.sqrt(sum(float(p.grad.double().norm()) ** 2 for p in params))
+        norms.append(total)
+        factor = min(1.0, 100.0 / (total + 1e-6))
+        with torch.no_grad():
+            for p in params:
+                p -= learning_rate * factor * p.grad
+    moved = float((torch.cat([p.detach().flatten() for p in params]).double() - initial).norm() / initial.norm())
+    assert "are still the model's" not in line and "initial weights that made" not in line
+    assert f"they moved {moved:.0%} of their initial norm" in line
+    first, last = re.search(r"gradient norm went from (\S+) at the first step to (\S+) at the last", line).groups()
+    assert float(first) == pytest.approx(norms[0], rel=0.05)
+    # 30 steps of an exploding stack amplify float32 rounding (nn.Linear's addmm against x @ w.T + b here)
+    assert float(last) == pytest.approx(norms[-1], rel=1.0) and norms[-1] < 1e3 and "still above" not in line
+
+
+class _DropGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, w):
+        return h * w
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
+
+
+class _CustomFunctionModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 1)
+        self.w = nn.Parameter(torch.tensor(1.5))
+
+    def forward(self, x):
+        return _DropGrad.apply(self.fc(x), self.w)
+
+
+def test_a_parameter_in_the_graph_whose_backward_returned_none_is_not_called_unreachable():
+    torch.manual_seed(0)
+    model, x, y = _CustomFunctionModel(), torch.randn(32, 8), torch.randn(32, 1)
+    d = gradients.diagnose(model, x, y, nn.functional.mse_loss)
+    loss = nn.functional.mse_loss(model(x), y)
+    seen, pending, reached = set(), [loss.grad_fn], False
+    while pending:
+        node = pending.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        reached |= getattr(node, "variable", None) is model.w
+        pending.extend(n for n, _ in node.next_functions)
+    loss.backward()
+    assert reached and model.w.grad is None  # plain torch: a path exists, no gradient came down it
+    assert d.finding("broken_graph") is None and d.finding("none_returned").parameters == ("w",)
+    text = " ".join([d.verdict, *(f.observation for f in d.findings), *lesson.explain(_as_run(d))])
+    assert "no path" not in text and "under no_grad" not in text and d.cuts == ()
+
+
+def _as_run(diagnosis):
+    return gradients.experiment.ScenarioRun(GradientsOptions(), diagnosis, None, 0, "", None)
+
+
+def test_an_exact_zero_is_blamed_on_dead_relus_only_when_it_comes_from_them():
+    torch.manual_seed(0)
+    x, y = torch.randn(32, 8), torch.randn(32, 1)
+
+    class Gated(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.h, self.gate = nn.Linear(8, 16), nn.Linear(16, 1), nn.Parameter(torch.ones(1))
+            with torch.no_grad():
+                self.a.bias[:12] = -10.0
+
+        def forward(self, x):
+            return self.h(torch.relu(self.a(x))) + 0.0 * self.gate
+
+    model = Gated()
+    d = gradients.diagnose(model, x, y, nn.functional.mse_loss)
+    nn.functional.mse_loss(model(x), y).backward()
+    assert not model.gate.grad.any() and model.a.weight.grad.any()  # plain torch: the zero is gate's 0.0 factor
+    dead = d.finding("dead_units")
+    assert (
+        dead is not None and "gate" not in dead.parameters and "gate" not in d.verdict.split("Dead ReLU units")[1][:8]
+    )
+    assert d.finding("zero_gradient").parameters == ("gate",)
+    lines = lesson.explain(_as_run(d))
+    assert not any("gate" in line and "ReLU" in line for line in lines)
+
+
+def test_the_knobs_a_scenario_ignores_are_named_from_its_own_knobs():
+    options = GradientsOptions(scenario="detached", depth=2, activation="linear")
+    default = GradientsOptions(scenario="detached")
+    a, b = gradients.scenario_run(options), gradients.scenario_run(default)
+    assert [p.norm for p in a.diagnosis.parameters.values()] == [p.norm for p in b.diagnosis.parameters.values()]
+    caption = lesson.knobs_not_in_model("detached")
+    assert "depth" in caption and "activation" in caption
+    assert lesson.knobs_not_in_model("no_zero_grad") is None
+
+
+@pytest.mark.parametrize("scenario", ["detached", "unused", "frozen", "argmax"])
+def test_the_scale_sweep_marks_none_instead_of_plotting_a_number(scenario):
+    options = GradientsOptions.for_scenario(scenario)
+    figure = gradient_figures.sweep_figure(gradients.scale_sweep(options))
+    for factor in gradients.experiment.SWEEP_FACTORS:
+        scale = options.init_scale * factor
+        model, x, y = gradients.experiment.build(options, scale=scale)
+        nn.functional.mse_loss(model(x), y).backward()  # plain backward on the scenario's model
+        layers = {}
+        for n, p in model.named_parameters():
+            layers.setdefault(n.rpartition(".")[0], []).append(p.grad)
+        none = {layer for layer, grads in layers.items() if all(g is None for g in grads)}
+        line = next(t for t in figure.data if t.name == f"init scale {scale:g}")
+        marked = next(t for t in figure.data if t.name == f"init scale {scale:g}: no usable gradient")
+        assert none and all(y is None for name, y in zip(line.x, line.y, strict=True) if name in none)
+        assert {name for name, text in zip(marked.x, marked.text, strict=True) if text == "None"} == none
+
+
+@falsifies(STATEMENTS["chain"])
+@pytest.mark.parametrize("activation", [torch.tanh, torch.sigmoid, torch.relu, lambda t: t])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_gradient_at_an_early_layer_is_the_product_of_the_later_layers_factors(activation, seed):
+    generator = torch.Generator().manual_seed(seed)
+    weights = [torch.randn(6, 6, generator=generator) for _ in range(4)]
+    h0 = torch.randn(6, generator=generator, requires_grad=True)
+    upstream = torch.randn(6, generator=generator)
+    h, factors = h0, []
+    for w in weights:
+        z = w @ h
+        local = torch.autograd.functional.jacobian(activation, z.detach()) @ w  # d act(w h) / d h
+        factors.append(local)
+        h = activation(z)
+    h.backward(upstream)
+    product = upstream
+    for local in reversed(factors):
+        product = product @ local
+    assert torch.allclose(h0.grad, product, rtol=1e-4, atol=1e-6)
+
+
+@falsifies(STATEMENTS["none_returned"])
+@pytest.mark.parametrize("returned", ["none", "zeros", "grad"])
+def test_a_none_from_a_backward_function_leaves_a_parameter_in_the_graph_without_grad(returned):
+    class Gate(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, h, w):
+            return h * w
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, {"none": None, "zeros": torch.zeros(()), "grad": grad.sum()}[returned]
+
+    torch.manual_seed(1)
+    h, w = torch.randn(5, requires_grad=True), torch.tensor(2.0, requires_grad=True)
+    out = Gate.apply(h, w).sum()
+    reached = any(getattr(n, "variable", None) is w for n, _ in out.grad_fn.next_functions[0][0].next_functions)
+    out.backward()
+    assert reached and h.grad is not None
+    assert (w.grad is None) == (returned == "none")
+
+
+@falsifies(STATEMENTS["none_returned"])
+@pytest.mark.parametrize("name", [n for n in ZOO if n not in ("inplace_on_saved", "frozen")])
+def test_in_the_zoo_a_parameter_the_graph_reaches_gets_a_gradient_unless_a_backward_returns_none(name):
+    spec = ZOO[name]
+    model, batch = spec.build(seed=5)
+    loss = spec.loss(call(model, batch))
+    reached, seen, pending = set(), set(), [loss.grad_fn]
+    while pending:
+        node = pending.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if getattr(node, "variable", None) is not None:
+            reached.add(id(node.variable))
+        pending.extend(n for n, _ in node.next_functions)
+    loss.backward()
+    for p in model.parameters():
+        if id(p) in reached:  # no zoo model's backward returns None for a parameter
+            assert p.grad is not None
