@@ -84,7 +84,7 @@ def show_metrics(point: lab.Point) -> None:
     for column, name in zip(columns, shown, strict=False):
         predicted = result.predicted.get(lesson.WHOLE_PARTS[name])
         column.metric(
-            name,
+            lesson.metric_label(options, name),
             format_bytes(getattr(result, lesson.WHOLE_PARTS[name])),
             delta=None if predicted is None else f"predicted {format_bytes(predicted)}",
             delta_color="off",
@@ -161,7 +161,7 @@ figures.notes_download(
 
 # Last, so everything above is on screen while it runs; once found, the table stays for these settings.
 with remedies_slot:
-    st.subheader("The largest batch that fits, under each remedy")
+    st.subheader(lesson.REMEDIES_HEADING)
     table = runs.cached(lab.remedies_table, options)
     if table is None and st.session_state.get(key("remedies_for")) == options:
         table = runs.run(lab.remedies_table, options, label="Trying remedies")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from explorers.cards import AnswerCard
 from explorers.memory.experiment import Point
-from explorers.memory.lesson import STATEMENTS, peak_lines
+from explorers.memory.lesson import STATEMENTS, largest_at_peak, part_name, peak_lines
 from explorers.units import format_bytes
 
 QUESTION = "A training job runs out of memory: what fills it, and what do you cut first?"
@@ -19,13 +19,13 @@ def answer_card(point: Point, doubling: str | None) -> AnswerCard:
             "one device and a steady state; out of scope: fragmentation and other processes on the device."
         ),
         mechanism=(
-            f"{STATEMENTS['batch_split'].text} {STATEMENTS['optimizer_state'].text} Whether the steady peak then "
-            "stacks state on the activations, or comes in the optimizer step, depends on which is larger: the "
-            "evidence says which happened here."
+            f"{STATEMENTS['batch_split'].text} {STATEMENTS['optimizer_state'].text} The evidence says in which "
+            "phase this run's peaks fell, and what was alive at each."
         ),
         evidence=_evidence(point, doubling),
         recovery=(
-            "Measure first, then cut the largest part: activations → activation checkpointing, mixed precision, "
+            "Measure first, then cut the largest part alive at the peak: activations → activation checkpointing, "
+            "mixed precision, "
             "a smaller micro-batch with gradient accumulation; optimizer state → SGD with momentum or an 8-bit/"
             f"sharded optimizer. {STATEMENTS['graph_retention'].text} Fix such a loop before buying memory."
         ),
@@ -43,17 +43,19 @@ def answer_card(point: Point, doubling: str | None) -> AnswerCard:
 def _evidence(point: Point, doubling: str | None) -> str:
     result = point.result
     how = "measured" if point.measured else "estimated on fake tensors"
+    micro = result.micro_batches > 1
+    where = f"batch {point.batch:,}, a micro-batch of {point.micro_batch:,}" if micro else f"batch {point.batch:,}"
     parts = {
         "parameters": result.parameters,
         "gradients": result.gradients,
         "optimizer state": result.optimizer_state,
-        "activations": result.activations,
+        "activations per micro-batch" if micro else "activations": result.activations,
     }
-    largest = max(parts, key=parts.get)
+    largest, size = largest_at_peak(result.steady_step)
     text = (
-        f"At batch {point.batch:,} ({how}): "
+        f"At {where} ({how}): "
         + ", ".join(f"{name} {format_bytes(size)}" for name, size in parts.items())
-        + f"; the largest part is {largest}. "
-        + " ".join(line.replace("**", "") for line in peak_lines(result))
+        + f". The largest part alive at the steady peak was {part_name(largest, result.micro_batches)} "
+        f"({format_bytes(size)}). " + " ".join(line.replace("**", "") for line in peak_lines(result))
     )
     return text + (f" {doubling}" if doubling else "")

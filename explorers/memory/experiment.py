@@ -175,6 +175,8 @@ class Point:
     # Transformer without checkpointing: bytes per layer per (s·b·h) and per (a·s²·b) that PyTorch's
     # layer keeps, fitted from estimates at two sequence lengths, to set beside the published formula's.
     fitted_coefficients: tuple[float, float] | None = None
+    # With them: what the lab's loss saves beyond the layers (the final output, in fp32), in bytes.
+    loss_saved: int | None = None
 
 
 def micro_batch(options: MemoryOptions, batch: int) -> int:
@@ -211,22 +213,36 @@ def measure_point(options: MemoryOptions, batch: int) -> Measurement:
 def fitted_coefficients(options: MemoryOptions, batch: int) -> tuple[float, float]:
     """Per layer, the bytes PyTorch's encoder layer keeps per (s·b·h) and per (a·s²·b) at this batch.
 
-    Activations are d·b·(j·s·h + k·a·s²) bytes, so activations / s is linear in s: estimates at two
+    The layers' own saved bytes (a loss that saves nothing, so the loss's saved output stays out of
+    the layers' share) are d·b·(j·s·h + k·a·s²), so bytes / s is linear in s: estimates at two
     sequence lengths give j and k exactly. (At batch 1 some views share storage, so fit at the batch.)
     """
     s1 = options.seq_len
     s2 = s1 // 2 if s1 >= 2 * SEQ_RANGE[0] else 2 * s1
     b, d, h, a = micro_batch(options, batch), options.depth, options.width, options.heads
-    per_s = {s: _estimated_activations(dataclasses.replace(options, seq_len=s), b) / s for s in (s1, s2)}
+    per_s = {s: _estimated_activations(dataclasses.replace(options, seq_len=s), b, False) / s for s in (s1, s2)}
     per_score = (per_s[s2] - per_s[s1]) / (s2 - s1) / (d * b * a)
     per_token = (per_s[s1] - d * b * per_score * a * s1) / (d * b * h)
     return per_token, per_score
 
 
+def loss_saved(options: MemoryOptions, batch: int) -> int:
+    """What the lab's loss saves for backward beyond the layers: estimates with and without it, subtracted."""
+    b = micro_batch(options, batch)
+    return _estimated_activations(options, b, True) - _estimated_activations(options, b, False)
+
+
+def _saves_nothing(output: torch.Tensor) -> torch.Tensor:
+    return output.float().sum()  # sum's backward needs only the shape
+
+
 @functools.lru_cache(maxsize=1024)
-def _estimated_activations(options: MemoryOptions, micro: int) -> int:
+def _estimated_activations(options: MemoryOptions, micro: int, with_loss: bool = True) -> int:
     activations, _ = your_model.estimate_saved(
-        lambda: build(options, micro), precision=options.precision, checkpointing=options.checkpointing
+        lambda: build(options, micro),
+        precision=options.precision,
+        checkpointing=options.checkpointing,
+        **({} if with_loss else {"loss_fn": _saves_nothing}),
     )
     return activations
 
@@ -238,8 +254,9 @@ def point(options: MemoryOptions, batch: int, limit: int = MEASURE_LIMIT_BYTES) 
     measured = estimate.peak <= safe
     published = options.preset == "transformer" and not options.checkpointing
     fitted = fitted_coefficients(options, batch) if published else None
+    kept_by_loss = loss_saved(options, batch) if published else None
     result = measure_point(options, batch) if measured else estimate
-    return Point(batch, micro_batch(options, batch), result, measured, fitted)
+    return Point(batch, micro_batch(options, batch), result, measured, fitted, kept_by_loss)
 
 
 def batch_point(options: MemoryOptions, report=None) -> Point:
@@ -312,7 +329,8 @@ REMEDIES = {
 
 
 def remedies_table(options: MemoryOptions, report: Callable[[int, int], None] | None = None) -> list[dict]:
-    """The largest batch whose estimated steady-state peak fits the budget, as configured and under each remedy."""
+    """The largest power-of-two batch whose estimated steady-state peak fits the budget, as configured and under
+    each remedy (only the powers of two in BATCHES are tried)."""
     rows = []
     for index, (name, change) in enumerate(REMEDIES.items()):
         if report:
@@ -322,7 +340,7 @@ def remedies_table(options: MemoryOptions, report: Callable[[int, int], None] | 
         rows.append(
             {
                 "remedy": name,
-                "largest batch": _largest_words(largest),
+                "largest power-of-two batch": _largest_words(largest),
                 "estimated peak at that batch": format_bytes(estimate_point(changed, largest).peak) if largest else "-",
             }
         )

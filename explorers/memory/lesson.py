@@ -214,7 +214,13 @@ def _published_formula(options: MemoryOptions, point: Point) -> list[str]:
         f"layer keeps {format_number(per_token)} bytes per token per hidden unit (the formula: {token0}) and "
         f"{format_number(per_score)} bytes per attention score (the formula: {score0}). The first accounts for "
         f"{format_bytes((per_token - token0) * s * b * h * d)} of the difference, the second for "
-        f"{format_bytes((per_score - score0) * a * s * s * b * d)}.",
+        f"{format_bytes((per_score - score0) * a * s * s * b * d)}"
+        + (
+            f", and the lab's loss, which saves the final output for backward, for the remaining "
+            f"{format_bytes(point.loss_saved)}."
+            if point.loss_saved
+            else "."
+        ),
     ]
     attention = _attention(result.graph_ops, per_score)
     if attention:
@@ -239,10 +245,21 @@ def _attention(graph_ops: tuple[str, ...], per_score: float) -> str | None:
     return None
 
 
-def _parts(step: StepMemory) -> str:
+def _parts(step: StepMemory, micro_batches: int = 1) -> str:
     order = {name: i for i, name in enumerate(PART_ORDER)}
     named = sorted((name for name, size in step.at_peak.items() if size), key=lambda n: order.get(n, len(order)))
-    return ", ".join(f"{name} {format_bytes(step.at_peak[name])}" for name in named)
+    return ", ".join(f"{part_name(name, micro_batches)} {format_bytes(step.at_peak[name])}" for name in named)
+
+
+def part_name(name: str, micro_batches: int = 1) -> str:
+    """A part's name as shown: with accumulation, the batch a pass holds is one micro-batch."""
+    return "micro-batch" if name == "batch" and micro_batches > 1 else name
+
+
+def largest_at_peak(step: StepMemory) -> tuple[str, int]:
+    """The largest part alive at a step's peak, temporaries included: what cutting would lower that peak most."""
+    name = max(step.at_peak, key=step.at_peak.get)
+    return name, step.at_peak[name]
 
 
 def _during(step: StepMemory) -> str:
@@ -255,13 +272,15 @@ def peak_lines(result: Measurement) -> list[str]:
     same = first.peak == steady.peak and first.peak_phase == steady.peak_phase and first.at_peak == steady.at_peak
     if same:
         lines = [
-            f"Steps 1 and 2 both peaked at **{format_bytes(first.peak)}** during {_during(first)}: {_parts(first)}."
+            f"Steps 1 and 2 both peaked at **{format_bytes(first.peak)}** during {_during(first)}: "
+            f"{_parts(first, result.micro_batches)}."
         ]
     else:
         lines = [
-            f"Step 1 peaked at **{format_bytes(first.peak)}** during {_during(first)}: {_parts(first)}.",
+            f"Step 1 peaked at **{format_bytes(first.peak)}** during {_during(first)}: "
+            f"{_parts(first, result.micro_batches)}.",
             f"Step 2, which every later step repeats, peaked at **{format_bytes(steady.peak)}** during "
-            f"{_during(steady)}: {_parts(steady)}.",
+            f"{_during(steady)}: {_parts(steady, result.micro_batches)}.",
         ]
     state = steady.at_peak.get("optimizer state", 0)
     if not result.optimizer_state:
@@ -289,13 +308,20 @@ def peak_lines(result: Measurement) -> list[str]:
 
 
 def _optimizer_sentence(result: Measurement) -> str | None:
-    """Which optimizer implementation ran, when it decides the peak: the one-parameter-at-a-time loop or foreach."""
+    """Which optimizer implementation ran, when it decides the peak, and its step's measured temporaries."""
     if "foreach=False" not in result.optimizer_call or result.steady_step.peak_phase != "optimizer step":
         return None
+    temporaries = result.steady_step.at_peak.get("optimizer step temporaries", 0)
+    held = ""
+    if temporaries and result.largest_parameter:
+        ratio = format_number(temporaries / result.largest_parameter)
+        held = (
+            f": at the peak its step's temporaries were {format_bytes(temporaries)}, {ratio}x the largest "
+            f"parameter ({format_bytes(result.largest_parameter)})"
+        )
     return (
-        f"The optimizer ran as `{result.optimizer_call}`: one parameter at a time, so its step's temporaries are "
-        "one parameter's worth. `memory.measure(..., foreach=None)` measures PyTorch's default implementation "
-        "for your device instead."
+        f"The optimizer ran as `{result.optimizer_call}`, one parameter at a time{held}. "
+        "`memory.measure(..., foreach=None)` measures PyTorch's default implementation for your device instead."
     )
 
 
@@ -307,7 +333,7 @@ def _not_all_at_once(result: Measurement) -> str | None:
     if format_bytes(total) == format_bytes(steady.peak) or total < steady.peak:  # only a difference one can see
         return None
     partial = [
-        f"{name} {format_bytes(steady.at_peak.get(name, 0))} of {format_bytes(size)}"
+        f"{part_name(name, result.micro_batches)} {format_bytes(steady.at_peak.get(name, 0))} of {format_bytes(size)}"
         for name, size in whole.items()
         if format_bytes(steady.at_peak.get(name, 0)) != format_bytes(size)
     ]
@@ -373,6 +399,16 @@ def metrics_caption(options: MemoryOptions, point: Point, definition: str) -> st
         f"At {_batch_words(options, point)}, {_how(point)}. Activations: {definition} "
         "Autocast's weight copies are saved too, and shown apart; the batch is its own part."
     )
+
+
+def metric_label(options: MemoryOptions, name: str) -> str:
+    """A metric's label: with accumulation, the activations and the batch shown are one micro-batch's."""
+    if options.accumulation > 1 and name == "activations":
+        return "activations, per micro-batch"
+    return part_name(name, options.accumulation)
+
+
+REMEDIES_HEADING = "The largest power-of-two batch that fits, under each remedy"
 
 
 def invalid_options_notice(error: Exception) -> str:

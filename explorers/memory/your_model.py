@@ -81,6 +81,7 @@ class Measurement:
     micro_batches: int = 1  # forward and backward passes per optimizer step
     cuda_peak: int | None = None  # the steady step's peak by torch.cuda.max_memory_allocated, where CUDA runs
     optimizer_call: str = ""  # the optimizer as it ran, read back from its own defaults, e.g. "Adam(foreach=False)"
+    largest_parameter: int = 0  # bytes of the largest trainable parameter, beside the optimizer step's temporaries
 
     @property
     def peak(self) -> int:
@@ -254,8 +255,8 @@ def _optimizer(name: str, parameters: list[nn.Parameter], foreach: bool | None =
         return torch.optim.SGD(parameters, lr=0.01)
     if name == "sgd_momentum":
         return torch.optim.SGD(parameters, lr=0.01, momentum=0.9)
-    # foreach=False by default: one parameter at a time, so the step's temporaries are one parameter's worth.
-    # `optimizer_call` says which ran.
+    # foreach=False by default: the loop over parameters, one at a time (the step's temporaries are measured and
+    # set beside the largest parameter). `optimizer_call` says which ran.
     return {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[name](parameters, lr=1e-3, foreach=foreach)
 
 
@@ -381,6 +382,7 @@ def _measure_steps(
         micro_batches=micro_batches,
         cuda_peak=cuda_peak,
         optimizer_call=_optimizer_call(opt),
+        largest_parameter=max(_nbytes([p]) for p in model.parameters() if p.requires_grad),
     )
 
 

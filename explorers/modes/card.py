@@ -39,8 +39,8 @@ def answer_card(grid: ModeGrid, validation: ValidationRun) -> AnswerCard:
         ),
         could_prove_wrong=(
             "If a module that behaves differently in `train()` (its output, or its buffers) behaved like in "
-            "`eval()` under `no_grad`, or an `eval()` + `enable_grad` forward of a model with parameters that "
-            "require grad returned an output without `grad_fn`, the two switches would not be independent."
+            "`eval()` under `no_grad`, or switching `train()`/`eval()` alone changed whether PyTorch's own layers "
+            "record a graph (`grad_fn`) under the same grad mode, the two switches would not be independent."
         ),
     )
 

@@ -28,10 +28,14 @@ STATEMENTS: dict[str, Statement] = {
     ),
     "no_graph": Statement(
         text=(
-            "Under `no_grad` and `inference_mode` autograd records no graph: outputs get no `grad_fn` and no tensor "
-            "is saved for backward."
+            "Under `no_grad`, ops record no graph: their outputs get no `grad_fn` and no tensor is saved for "
+            "backward, unless code inside re-enables grad with `torch.enable_grad()`. Under `inference_mode` "
+            "nothing is recorded, even there."
         ),
-        scope="for ops run inside the block; code that re-enables grad inside it (torch.enable_grad()) records again",
+        scope=(
+            "for ops run while the mode is in force on this thread; enable_grad inside no_grad records again, "
+            "enable_grad inside inference_mode does not (torch 2.13)"
+        ),
         source=GRAD_MODES_NOTES,
     ),
     "grad_mode_values": Statement(
@@ -48,14 +52,14 @@ STATEMENTS: dict[str, Statement] = {
     ),
     "inference_tensors": Statement(
         text=(
-            "Outside `inference_mode`, a tensor it returned cannot be saved for backward (`out * s`, with `s` "
-            "requiring grad) and cannot be updated in place (`out.add_(1)`); an op that saves none of it "
-            "(`out + s`) works."
+            "A tensor created inside `inference_mode` is an inference tensor (`out.is_inference()`): outside the "
+            "mode it cannot be saved for backward (`out * s`, with `s` requiring grad) or updated in place "
+            "(`out.add_(1)`); an op that saves none of it (`out + s`) works."
         ),
         scope=(
-            "for the tensors an inference_mode block returned, used directly: a view made later, such as "
-            "out.detach(), escapes the in-place check (torch 2.13); tensors made under no_grad are ordinary "
-            "tensors and allow both"
+            "for inference tensors used directly: a view made later, such as out.detach(), escapes the in-place "
+            "check (torch 2.13). What inference_mode returns without creating it (the input, or a view of a tensor "
+            "made outside the mode) is an ordinary tensor, and so is every tensor made under no_grad"
         ),
         source="https://pytorch.org/docs/stable/generated/torch.autograd.grad_mode.inference_mode.html",
     ),
@@ -74,7 +78,7 @@ def grid_caption(definition: str) -> str:
 def explain(grid: ModeGrid, validation: ValidationRun | None = None) -> list[str]:
     """The lesson, bound to this run's measurements."""
     lines = [*_failed_forwards(grid), *_failed_backwards(grid), *_readers(grid)]
-    lines += [*_train_no_grad(grid), *_eval_enable_grad(grid), *_inference_output(grid)]
+    lines += [*_no_grad_graphs(grid), *_train_no_grad(grid), *_eval_enable_grad(grid), *_inference_output(grid)]
     if validation is not None:
         lines += _validation(validation)
     return lines
@@ -173,6 +177,21 @@ def _batchnorm_buffers(grid: ModeGrid) -> set[str]:
     return {f"{r.name}.{b}" if r.name else b for r in grid.readers if "BatchNorm" in r.kind for b in r.buffers_moved}
 
 
+def _no_grad_graphs(grid: ModeGrid) -> list[str]:
+    """Cells run under `no_grad` whose output still has a `grad_fn`: the forward recorded inside the block."""
+    cells = [c for c in grid if c.grad_mode == "no_grad" and c.builds_graph]
+    if not cells:
+        return []
+    held = {c.saved_bytes for c in cells}
+    labels = ", ".join(_label(c) for c in cells)
+    if len(held) == 1 and held != {0}:  # the witness: bytes packed for backward during this very forward
+        return [
+            f"{labels}: the output still has a `grad_fn`, and **{format_bytes(held.pop())}** was saved for backward "
+            "during the forward: code inside it recorded a graph despite `no_grad`."
+        ]
+    return [f"{labels}: the output still has a `grad_fn`, despite `no_grad`."]
+
+
 def _train_no_grad(grid: ModeGrid) -> list[str]:
     cell, graph = grid[("train", "no_grad")], grid[("train", "enable_grad")]
     effects = _module_effects(cell, grid)
@@ -199,11 +218,12 @@ def _eval_enable_grad(grid: ModeGrid) -> list[str]:
     held = ""
     if cell.saved_bytes and plain.saved_bytes == 0:  # the witness: bytes that only the grad mode made the difference
         held = f", holding **{format_bytes(cell.saved_bytes)}** for backward where `eval()` + `no_grad` held 0 B"
+    without = [f"`{m}`" for m in ("no_grad", "inference_mode") if grid[("eval", m)].builds_graph is False]
+    advice = f" Pair `eval()` with {' or '.join(without)} when you need no gradients." if without else ""
     return [
         "`eval()` + `enable_grad`: "
         + (" and ".join(frozen) + ", yet " if frozen else "")
-        + f"autograd still recorded a graph (the output has a `grad_fn`){held}. Pair `eval()` with `no_grad` or "
-        "`inference_mode` when you need no gradients."
+        + f"autograd still recorded a graph (the output has a `grad_fn`){held}.{advice}"
     ]
 
 
@@ -213,8 +233,14 @@ def _outcome(error: str | None) -> str:
 
 def _inference_output(grid: ModeGrid) -> list[str]:
     cell, plain = grid[("eval", "inference_mode")], grid[("eval", "no_grad")]
-    if not cell.is_inference_tensor:
+    if not cell.forward_works:
         return []
+    if not cell.is_inference_tensor:
+        return [
+            "`eval()` + `inference_mode` returned an ordinary tensor `out`, not an inference tensor (it was not "
+            f"created inside the mode). Used later: `(out * s).sum().backward()` {_outcome(cell.reuse_mul_error)}; "
+            f"`out.add_(1)` {_outcome(cell.reuse_inplace_error)}."
+        ]
     line = (
         f"`eval()` + `inference_mode` saved **{format_bytes(cell.saved_bytes)}** and returned an inference tensor "
         f"`out`. Used later with a tensor `s` that requires grad: `(out + s).sum().backward()` "

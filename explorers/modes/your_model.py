@@ -8,8 +8,9 @@ autograd records. Neither switch touches the other's job.
 `mode_grid` runs one real forward in each of the six combinations and measures what
 happened. What to expect: train + no_grad still drops units and still moves BatchNorm's
 running statistics while building no graph; eval + enable_grad still builds a graph;
-inference_mode saves nothing, and its output is an inference tensor: a later op that
-must save it for backward (`out * s`) raises, one that saves nothing (`out + s`) works.
+inference_mode saves nothing, and an output it creates is an inference tensor: a later op
+that must save it for backward (`out * s`) raises, one that saves nothing (`out + s`) works.
+(A forward that re-enables grad inside `no_grad` records there; the grid measures it.)
 
 From a notebook, on your own model::
 

@@ -77,11 +77,12 @@ def forward(model, x, checkpointing: bool):
     return x
 
 
-def count_saved(options: MemoryOptions, batch: int) -> tuple[int, int]:
+def count_saved(options: MemoryOptions, batch: int, loss: bool = True) -> tuple[int, int]:
     """(activations, weight copies) saved by one forward and the lab's loss, counted by storage address.
 
     Parameters, buffers and the input are left out; a low-precision tensor holding exactly a
-    weight's values (or its transpose's) is a weight copy.
+    weight's values (or its transpose's) is a weight copy. With `loss=False` the forward ends in a
+    sum, which saves nothing: the model's own share.
     """
     model, x = hand_built(options, batch)
     model.train()
@@ -101,8 +102,9 @@ def count_saved(options: MemoryOptions, batch: int) -> tuple[int, int]:
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast(options.precision):
-        loss = forward(model, x, options.checkpointing).float().pow(2).mean()
-    del loss
+        out = forward(model, x, options.checkpointing).float()
+        reduced = out.pow(2).mean() if loss else out.sum()
+    del reduced, out
     return sum(activations.values()), sum(copies.values())
 
 
@@ -110,10 +112,18 @@ def adam(model):
     return torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
 
 
+MAKE_OPTIMIZER = {
+    "adam": adam,
+    "adamw": lambda m: torch.optim.AdamW(m.parameters(), lr=1e-3, foreach=False),
+    "sgd": lambda m: torch.optim.SGD(m.parameters(), lr=0.01),
+    "sgd_momentum": lambda m: torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9),
+}
+
+
 def tracked_peaks(options: MemoryOptions, batch: int, steps: int = 3, micro_batches: int = 1, passes_only=False):
     """The peak of each training step by MemTracker (or of its forward and backward passes only)."""
     model, x = hand_built(options, batch)
-    optimizer = {"adam": adam, "sgd": lambda m: torch.optim.SGD(m.parameters(), lr=0.01)}[options.optimizer](model)
+    optimizer = MAKE_OPTIMIZER[options.optimizer](model)
     peaks = []
     for _ in range(steps):
         tracker = MemTracker()
@@ -250,9 +260,11 @@ def bf16_checkpointing_keeps_two_byte_boundaries():
 
 
 def fitted_terms(options: MemoryOptions, batch: int) -> tuple[float, float]:
-    """Bytes per layer per (s·b·h) and per (a·s²·b): saved bytes / s is linear in s, so two lengths give both."""
+    """Bytes per layer per (s·b·h) and per (a·s²·b): the layers' saved bytes (the loss's left out) / s is linear
+    in s, so two lengths give both."""
     d, s, h, a = options.depth, options.seq_len, options.width, options.heads
-    long, short = count_saved(options, batch)[0], count_saved(dataclasses.replace(options, seq_len=s // 2), batch)[0]
+    half = dataclasses.replace(options, seq_len=s // 2)
+    long, short = count_saved(options, batch, loss=False)[0], count_saved(half, batch, loss=False)[0]
     per_score = (long / s - short / (s // 2)) / (s - s // 2) / (d * batch * a)
     per_token = (long / s - d * batch * per_score * a * s) / (d * batch * h)
     return per_token, per_score
@@ -417,7 +429,7 @@ def estimates_are_labelled_estimated_in_scaling_units():
 def budgets_are_gibibytes():
     options = MemoryOptions(width=4096, depth=8, budget_gb=8)
     row = next(row for row in lab.remedies_table(options) if row["remedy"] == "as configured")
-    largest = int(row["largest batch"].replace(",", ""))  # below the grid's top: a plain number
+    largest = int(row["largest power-of-two batch"].replace(",", ""))  # below the grid's top: a plain number
 
     def fake_steady_peak(batch):
         with FakeTensorMode():
@@ -548,7 +560,7 @@ def test_remedies_say_at_least_when_the_grid_top_fits():
     with FakeTensorMode():
         above = max(tracked_peaks(options, 2 * top, steps=2))
     assert above <= 8 * 2**30  # a batch larger than the grid's top fits too
-    assert row["largest batch"] == f"at least {top:,} (the largest tried)"
+    assert row["largest power-of-two batch"] == f"at least {top:,} (the largest tried)"
 
 
 def test_retention_lesson_follows_the_four_loops():
@@ -576,7 +588,7 @@ def test_the_optimizer_that_ran_is_said_and_the_default_can_be_measured():
     model, x = hand_built(options, 16)
     ran = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False).defaults["foreach"]
     assert point.result.optimizer_call == f"Adam(lr=0.001, foreach={ran!r})"
-    assert f"`{point.result.optimizer_call}`: one parameter at a time" in sentence(lines, "optimizer ran as")
+    assert f"`{point.result.optimizer_call}`, one parameter at a time" in sentence(lines, "optimizer ran as")
     default = your_model.measure(model, x, foreach=None)
     tracker_peaks = []
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)  # PyTorch's default implementation
@@ -598,6 +610,142 @@ def test_estimate_notice_and_captions_follow_the_point():
     assert not point.measured and "Batch 65,536 was estimated" in notice
     assert format_bytes(point.result.peak) in notice
     assert lesson.metrics_caption(options, point, "X").startswith("At a micro-batch of 32,768, estimated on fake")
+
+
+# --- Findings of the independent audit: each sentence at a setting where the old one was false ------------
+
+
+def parameter_bytes(model) -> list[int]:
+    return [p.numel() * p.element_size() for p in model.parameters()]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        MemoryOptions(),
+        MemoryOptions(width=1024, optimizer="adamw", batch_size=8),
+        MemoryOptions(preset="transformer", seq_len=8, batch_size=8),
+    ],
+    ids=["defaults", "width1024-adamw", "transformer-seq8"],
+)
+def test_optimizer_step_temporaries_are_measured_beside_the_largest_parameter(options):
+    """The lab said the loop's temporaries are "one parameter's worth"; Adam's are about twice the largest one."""
+    lines, point, _ = lab_lines(options, sweep=False)
+    model, x = hand_built(options, options.batch_size)
+    optimizer = MAKE_OPTIMIZER[options.optimizer](model)
+    model(x).float().pow(2).mean().backward()
+    optimizer.step()  # step 1 makes the state; step 2 is the steady one MemTracker measures
+    state = sum(t.numel() * t.element_size() for s in optimizer.state.values() for t in s.values())
+    grads = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters())
+    optimizer.zero_grad(set_to_none=True)
+    tracker = MemTracker()
+    tracker.track_external(model, optimizer, x)
+    with tracker:
+        model(x).float().pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    peak = max(s["Total"] for s in tracker.get_tracker_snapshot("peak").values())
+    temporaries = peak - sum(parameter_bytes(model)) - grads - state - x.numel() * x.element_size()
+    largest = max(parameter_bytes(model))
+    assert point.result.steady_step.peak == peak and temporaries > largest  # more than one parameter's worth
+    text = sentence(lines, "optimizer ran as")
+    assert "one parameter's worth" not in text
+    assert (
+        f"its step's temporaries were {format_bytes(temporaries)}, {temporaries / largest:.3g}x the largest "
+        f"parameter ({format_bytes(largest)})" in text
+    )
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_per_layer_coefficient_leaves_the_losss_saved_output_apart(depth):
+    """The fitted bytes per token per hidden unit included the loss's fp32 output / depth (100 at depth 1, 97 at 4)."""
+    options = MemoryOptions(preset="transformer", width=64, depth=depth, seq_len=32, heads=4, batch_size=4)
+    lines, _, _ = lab_lines(options, sweep=False)
+    d, b, s, h, a = depth, 4, 32, 64, 4
+    one_layer = dataclasses.replace(options, depth=1)
+    per_token, per_score = fitted_terms(one_layer, b)  # one layer, its own saved bytes only
+    assert fitted_terms(options, b) == pytest.approx((per_token, per_score), rel=1e-6)  # the same at any depth
+    with_loss, layers = count_saved(options, b)[0], count_saved(options, b, loss=False)[0]
+    kept_by_loss = with_loss - layers
+    assert kept_by_loss == 4 * b * s * h  # the final output, in fp32
+    published = d * (66 * s * b * h + 9 * a * s * s * b)
+    split = sentence(lines, "separates the two terms")
+    assert f"keeps {per_token:.3g} bytes per token per hidden unit (the formula: 66)" in split
+    first, second = (per_token - 66) * s * b * h * d, (per_score - 9) * a * s * s * b * d
+    assert first + second + kept_by_loss == pytest.approx(with_loss - published)  # the three parts, whole
+    assert f"The first accounts for {format_bytes(first)} of the difference, the second for {format_bytes(second)}" in (
+        split
+    )
+    assert f"for the remaining {format_bytes(kept_by_loss)}." in split
+
+
+def test_card_mechanism_lists_no_fixed_cases_and_the_evidence_says_where_the_peak_fell():
+    """At SGD with momentum the steady peak is at the end of backward, with no activation alive: neither of the two
+    cases the card named (state stacked on activations, or the optimizer step)."""
+    options = MemoryOptions(optimizer="sgd_momentum")
+    _, point, _ = lab_lines(options, sweep=False)
+    whole = tracked_peaks(options, 64, steps=2)
+    passes = tracked_peaks(options, 64, steps=2, passes_only=True)
+    assert whole[1] == passes[1] > whole[0]  # step 2 peaks in its passes, above step 1
+    answer = card.answer_card(point, None)
+    assert "stacks state on the activations, or comes in the optimizer step" not in answer.mechanism
+    assert f"peaked at {format_bytes(whole[1])} during the backward pass" in answer.evidence
+    assert "activations 0 B of" in answer.evidence
+
+
+def test_accumulation_card_and_metrics_name_the_micro_batch():
+    """At 4 accumulation steps the card said "At batch 64: activations 256.1 KiB", one micro-batch's."""
+    options = MemoryOptions(accumulation=4)
+    _, point, _ = lab_lines(options, sweep=False)
+    micro, full = count_saved(options, 16)[0], count_saved(options, 64)[0]
+    assert 4 * micro == pytest.approx(full, rel=1e-3)
+    evidence = card.answer_card(point, None).evidence
+    assert evidence.startswith("At batch 64, a micro-batch of 16 (measured)")
+    assert f"activations per micro-batch {format_bytes(micro)}" in evidence
+    assert f"micro-batch {format_bytes(16 * 256 * 4)}" in evidence and "At batch 64 (measured)" not in evidence
+    assert lesson.metric_label(options, "batch") == "micro-batch"
+    assert lesson.metric_label(options, "activations") == "activations, per micro-batch"
+    assert lesson.metric_label(MemoryOptions(), "activations") == "activations"
+
+
+def test_largest_part_is_taken_over_what_was_alive_at_the_peak():
+    """With checkpointing the backward pass recomputes a block: its temporaries outweigh the optimizer state."""
+    options = MemoryOptions(
+        preset="transformer",
+        width=64,
+        depth=2,
+        seq_len=64,
+        heads=4,
+        batch_size=16,
+        checkpointing=True,
+        precision="bf16",
+    )
+    _, point, _ = lab_lines(options, sweep=False)
+    model, x = hand_built(options, 16)
+    parameters = sum(parameter_bytes(model))
+    state = 2 * parameters + 4 * len(list(model.parameters()))  # Adam: exp_avg, exp_avg_sq, a step count each
+    activations, copies = count_saved(options, 16)
+    peak = tracked_peaks(options, 16, steps=2)[1]
+    # Everything else alive at the peak, at most all of it: what is left is the pass's temporaries, at least.
+    others = parameters + parameters + state + activations + copies + x.numel() * x.element_size()
+    assert point.result.peak == peak and peak - others > state
+    largest, size = max(point.result.steady_step.at_peak.items(), key=lambda item: item[1])
+    assert size >= peak - others
+    evidence = card.answer_card(point, None).evidence
+    assert "the largest part is optimizer state" not in evidence
+    assert f"The largest part alive at the steady peak was {largest} ({format_bytes(size)})" in evidence
+    assert largest == "backward temporaries"
+
+
+def test_remedies_table_says_power_of_two():
+    """A batch between the largest power of two that fits and the next one fits too: the table says which it is."""
+    options = MemoryOptions(width=4096, depth=8, budget_gb=8)
+    row = next(row for row in lab.remedies_table(options) if row["remedy"] == "as configured")
+    largest = int(row["largest power-of-two batch"].replace(",", ""))
+    with FakeTensorMode():
+        between = max(tracked_peaks(options, largest + largest // 2, steps=2))
+    assert between <= 8 * 2**30  # not the largest batch that fits, only the largest power of two
+    assert "power-of-two" in lesson.REMEDIES_HEADING
 
 
 # General statements (explorers/memory/lesson.py STATEMENTS), tried on the zoo.

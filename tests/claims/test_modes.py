@@ -597,23 +597,80 @@ def test_train_and_eval_flip_every_flag_and_change_no_value(name):
         assert all(p.grad is None for p in model.parameters())
 
 
+# Two specimens of this file's own (tests/zoo.py is shared): a forward that re-enables grad inside, and one that
+# returns a view of its input, which inference_mode does not create.
+
+
+class EnableGradInside(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(6, 8)
+
+    def forward(self, x):
+        with torch.enable_grad():
+            return self.linear(x).relu()
+
+
+class ReturnsInputView(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(6, 8)  # a parameter, unused by the output
+
+    def forward(self, x):
+        return x.view(-1)
+
+
+EXTRA = {"enable_grad_inside": EnableGradInside, "returns_input_view": ReturnsInputView}
+
+
+def specimen(name: str) -> tuple[nn.Module, object]:
+    if name in ZOO:
+        return ZOO[name].build()
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return EXTRA[name](), torch.randn(5, 6)
+
+
+class GradFnWhileDisabled(torch.overrides.TorchFunctionMode):
+    """Every torch op the forward calls, with whether grad was enabled and whether its outputs got a grad_fn."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: list[tuple[str, bool, bool]] = []
+        self.enabled: bool | None = None  # the grad mode of the op running now (pack hooks run with grad off)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        enabled = self.enabled = torch.is_grad_enabled()
+        out = func(*args, **(kwargs or {}))
+        leaves = torch.utils._pytree.tree_leaves(out)
+        graph = any(isinstance(t, torch.Tensor) and t.grad_fn is not None for t in leaves)
+        self.ops.append((getattr(func, "__name__", str(func)), enabled, graph))
+        return out
+
+
 @falsifies(lesson.STATEMENTS["no_graph"])
-@pytest.mark.parametrize("name", list(ZOO))
+@pytest.mark.parametrize("name", [*ZOO, *EXTRA])
 def test_no_grad_and_inference_mode_record_no_graph(name):
+    """No op run while grad is off records (no grad_fn, nothing packed); under inference_mode nothing at all is."""
     for behaviour in (True, False):
         for grad_mode in (torch.no_grad, torch.inference_mode):
-            model, batch = ZOO[name].build()
+            model, batch = specimen(name)
             model.train(behaviour)
-            packed = []
+            packed, ops = [], GradFnWhileDisabled()
 
-            def pack(tensor, packed=packed):
-                packed.append(tensor)
+            def pack(tensor, packed=packed, ops=ops):
+                packed.append(ops.enabled)
                 return tensor
 
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), grad_mode():
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), grad_mode(), ops:
                 out = call(model, batch)
-            assert not packed
-            assert all(t.grad_fn is None for t in float_tensors(out))
+            assert not any(graph for _, enabled, graph in ops.ops if not enabled)
+            assert all(packed)  # a tensor is saved only by an op run where code re-enabled grad
+            if grad_mode is torch.inference_mode:
+                assert not packed and not any(graph for _, _, graph in ops.ops)
+                assert all(t.grad_fn is None for t in float_tensors(out))
+            if name == "enable_grad_inside" and grad_mode is torch.no_grad:
+                assert packed and all(t.grad_fn is not None for t in float_tensors(out))  # the scope's exception
 
 
 @falsifies(lesson.STATEMENTS["grad_mode_values"])
@@ -634,20 +691,81 @@ def test_grad_mode_does_not_change_the_values(name):
 
 
 @falsifies(lesson.STATEMENTS["inference_tensors"])
-@pytest.mark.parametrize("name", list(ZOO))
+@pytest.mark.parametrize("name", [*ZOO, *EXTRA])
 def test_inference_outputs_refuse_saving_and_in_place_but_allow_the_rest(name):
-    model, batch = ZOO[name].build()
+    model, batch = specimen(name)
     model.eval()
+    inputs = {t.untyped_storage().data_ptr() for t in torch.utils._pytree.tree_leaves(batch) if torch.is_tensor(t)}
     with torch.inference_mode():
         outputs = float_tensors(call(model, batch))
     with torch.no_grad():
         ordinary = float_tensors(call(model, batch))
     scale = torch.ones((), requires_grad=True)
     for out, plain in zip(outputs, ordinary, strict=True):
-        assert out.is_inference() and not plain.is_inference()
+        assert not plain.is_inference()
+        (plain * scale).sum().backward()
+        plain.add_(1)
+        created_inside = out.untyped_storage().data_ptr() not in inputs
+        assert out.is_inference() == created_inside
+        if not created_inside:  # the scope: a view of a tensor made outside the mode is an ordinary tensor
+            (out * scale).sum().backward()
+            out.add_(1)
+            continue
         (out + scale).sum().backward()
         assert not works(lambda out=out: (out * scale).sum().backward())
         assert not works(lambda out=out: out.add_(1))
-        (plain * scale).sum().backward()
-        plain.add_(1)
         out.detach().add_(1)  # the scope's exception: a view made later escapes the in-place check
+
+
+# Findings of the independent audit (issue 19 follow-up): each sentence at a setting where the old one was false.
+
+
+def test_a_graph_recorded_under_no_grad_is_said_from_the_measurement():
+    """The card said no_grad records no graph, full stop; a forward that enters enable_grad records one."""
+    model, batch = specimen("enable_grad_inside")
+    with torch.no_grad():
+        assert call(copy.deepcopy(model), batch).grad_fn is not None
+    with torch.inference_mode():
+        assert call(copy.deepcopy(model), batch).grad_fn is None
+    saved = saved_by_torch(model, batch, torch.no_grad)
+    assert saved > 0
+    grid = modes.mode_grid(model, batch)
+    lines = lesson.explain(grid)
+    text = line(lines, "`train()` + `no_grad`, `eval()` + `no_grad`: the output still has a `grad_fn`")
+    assert f"**{shown_bytes(saved)}** was saved for backward during the forward" in text
+    advice = line(lines, "`eval()` + `enable_grad`")
+    assert "`no_grad`" not in advice and "Pair `eval()` with `inference_mode`" in advice
+    assert "`torch.enable_grad()`" in lesson.STATEMENTS["no_graph"].text
+
+
+def test_an_ordinary_tensor_returned_by_inference_mode_is_said_to_allow_both():
+    """The card said any tensor inference_mode returned refuses saving and in-place; a view of the input does not."""
+    model, batch = specimen("returns_input_view")
+    with torch.inference_mode():
+        out = call(model, batch)
+    scale = torch.ones((), requires_grad=True)
+    assert not out.is_inference()
+    (out * scale).sum().backward()
+    out.add_(1)
+    lines = lesson.explain(modes.mode_grid(model, batch))
+    text = line(lines, "`eval()` + `inference_mode`")
+    assert "returned an ordinary tensor `out`, not an inference tensor" in text
+    assert "`(out * s).sum().backward()` worked; `out.add_(1)` worked." in text
+    assert lesson.STATEMENTS["inference_tensors"].text.startswith("A tensor created inside `inference_mode`")
+
+
+@pytest.mark.parametrize("name", [*ZOO, *EXTRA])
+def test_what_would_prove_the_card_wrong_is_not_met_on_the_zoo(name):
+    """The old test, "eval() + enable_grad returned no grad_fn", is met by a forward that runs under no_grad while
+    its dropout still follows train()/eval(). The card's test now: does train()/eval() alone change the graph?"""
+    model, batch = specimen(name)
+    for grad_mode in (torch.enable_grad, torch.no_grad, torch.inference_mode):
+        graphs = []
+        for behaviour in (True, False):
+            with grad_mode():
+                out = call(copy.deepcopy(model).train(behaviour), batch)
+            graphs.append(any(t.grad_fn is not None for t in float_tensors(out)))
+        assert graphs[0] == graphs[1]
+    wrong = card.answer_card(modes.mode_grid(model, batch), modes.misleading_validation(ModesOptions(repeats=2)))
+    assert "returned an output without `grad_fn`" not in wrong.could_prove_wrong
+    assert "switching `train()`/`eval()` alone changed whether PyTorch's own layers" in wrong.could_prove_wrong
