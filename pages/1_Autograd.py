@@ -136,10 +136,11 @@ st.dataframe(
     },
 )
 st.caption(figures.caption("Tensor table", settings, page.device))
-saved_rows = [vars(s) for s in result.saved_tensors]
-with st.expander(f"Tensors saved for backward by the latest forward ({len(saved_rows)})"):
+saved_heading, saved_records, saved_caption = lesson.saved_rows(result)
+saved_rows = [vars(s) for s in saved_records]
+with st.expander(saved_heading):
     st.dataframe(saved_rows, hide_index=True)
-    st.caption(lesson.SAVED_ROWS_CAPTION)
+    st.caption(saved_caption)
 
 lines = lesson.explain(result)
 figures.why_panel(lines)

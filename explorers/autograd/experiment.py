@@ -149,7 +149,7 @@ class Snapshot:
 class AutogradRun:
     options: AutogradOptions
     snapshots: tuple[Snapshot, ...]  # the first one is the state before any step
-    saved_tensors: tuple[SavedTensor, ...]  # saved by the latest graph-building forward
+    saved_tensors: tuple[SavedTensor, ...]  # saved by the latest graph-building forward (held or not)
     graph_source: str | None  # DOT from torchviz, None when there is no graph to draw
     graph_nodes: int
     graph_note: str  # what the graph shows, or why none is drawn
@@ -158,6 +158,8 @@ class AutogradRun:
     final_grads: dict[str, torch.Tensor | None] = field(repr=False)
     batch_size: int | None = None  # the batch that ran (BatchNorm's preset raises 1 to 2); None for the scalar neuron
     actions: tuple[str, ...] = ()  # the steps this run was given, in order
+    saved_held: tuple[SavedTensor, ...] = ()  # what the latest loss's graph still holds for backward at the end
+    saved_at_step: int | None = None  # the step (1-based) whose forward saved `saved_tensors`; None before one
 
     @property
     def final(self) -> Snapshot:
@@ -273,6 +275,8 @@ class _Lifecycle:
         self.forward_grad_mode: bool | None = None
         self.intermediates: list[tuple[str, torch.Tensor]] = []
         self.saved_tensors: tuple[SavedTensor, ...] = ()
+        self.step = 0  # the step running now, 1-based
+        self.saved_step: int | None = None  # the step whose forward saved `saved_tensors`
         self.saved_refs: dict[int, tuple[StorageWeakRef, int]] = {}  # what the latest graph saved: key -> (ref, bytes)
         self.graph_freed = False
         self.released_count = 0  # saved tensors the graph held when backward released them
@@ -306,6 +310,7 @@ class _Lifecycle:
         self._run_model()
         found = self._saved_in_graph()
         self.saved_tensors = tuple(record for record, _ in found)
+        self.saved_step = self.step
         self.saved_refs = {
             key: (StorageWeakRef(tensor.untyped_storage()), record.storage_bytes)
             for record, key, tensor in self._saved_with_tensors()
@@ -594,8 +599,10 @@ def run(
     with isolated_rng(options.seed, options.device):
         lab = _Lifecycle(options, yours)
         snapshots = [lab.snapshot("start", None)]
-        for action in actions:
+        for step, action in enumerate(actions, 1):
+            lab.step = step
             snapshots.append(lab.snapshot(action, *lab.apply(action)))
+        held = tuple(record for record, _ in lab._saved_in_graph())
         source, nodes, note = lab.graph()
         grads = {name: None if t.grad is None else t.grad.detach().clone() for name, t in lab.leaves.items()}
     return AutogradRun(
@@ -610,6 +617,8 @@ def run(
         final_grads=grads,
         batch_size=lab.batch_size,
         actions=tuple(actions),
+        saved_held=held,
+        saved_at_step=lab.saved_step,
     )
 
 

@@ -39,12 +39,14 @@ STATEMENTS: dict[str, Statement] = {
     ),
     "release": Statement(
         text=(
-            "Without `retain_graph=True`, backward drops the graph's references to the tensors it saved; a storage's "
-            "memory is freed only when nothing else (a parameter, the batch, a variable you kept) still holds it."
+            "Without `retain_graph=True`, backward drops the graph's references to the tensors its nodes saved for "
+            "backward (built-in saves and a custom Function's `save_for_backward`; a tensor kept as a plain `ctx` "
+            "attribute stays until the node goes); a storage's memory is freed only when nothing else (a parameter, "
+            "the batch, a variable you kept) still holds it."
         ),
         scope=(
-            "Eager mode; tensors saved by built-in grad_fn nodes and by a custom Function's save_for_backward "
-            "(a tensor stashed on ctx as a plain attribute stays until the node goes)."
+            "Eager mode; tensors saved by built-in grad_fn nodes and by a custom Function's save_for_backward, "
+            "not tensors stashed on ctx as plain attributes (`ctx.keep = x`), which stay until the node goes."
         ),
         source=f"{AUTOGRAD_NOTES}#saved-tensors",
     ),
@@ -72,15 +74,18 @@ STATEMENTS: dict[str, Statement] = {
     ),
     "version_check": Statement(
         text=(
-            "Backward refuses a saved tensor whose version counter moved after it was saved: an in-place write to it "
-            'or to a view of it, including `optimizer.step()` updating a parameter, makes it raise "modified by an '
-            'inplace operation", even one that wrote the same values back.'
+            "Backward refuses a saved tensor whose version counter moved after it was saved: an in-place write that "
+            "moves the counter, to the tensor or to a view of it (`optimizer.step()` updating a parameter included), "
+            'makes it raise "modified by an inplace operation", even one that wrote the same values back. A write '
+            "through `.data` moves no counter, and saved-tensor hooks such as `allow_mutation_on_saved_tensors` save "
+            "a copy instead: backward then runs without this error."
         ),
         scope=(
             "Tensors saved by built-in ops and by save_for_backward, with no saved_tensors_hooks installed (a pack "
-            "hook that returns a copy saves the copy); a write through `.data` does not move the counter, so "
-            "backward then uses the new values without an error; `optimizer.step()` skips parameters whose `.grad` "
-            "is None and writes nothing to them; a tensor stashed on ctx as a plain attribute is not checked."
+            "hook that returns a copy saves the copy, as torch.autograd.graph.allow_mutation_on_saved_tensors "
+            "does); a write through `.data` does not move the counter, so backward then uses the new values without "
+            "an error; `optimizer.step()` skips parameters whose `.grad` is None and writes nothing to them; a "
+            "tensor stashed on ctx as a plain attribute is not checked."
         ),
         source="torch/csrc/autograd/saved_variable.cpp: SavedVariable::unpack (version check)",
     ),
@@ -114,6 +119,26 @@ SAVED_ROWS_CAPTION = (
     "Every row is a reference to a storage. Parameters, buffers, the input and the target exist without the "
     "graph, so the `activation` rows alone count as memory the graph costs."
 )
+
+
+def saved_rows(result: AutogradRun) -> tuple[str, tuple, str]:
+    """(heading, rows, caption) of the saved-for-backward table: the graph held now, else the one no longer held."""
+    if result.saved_held:
+        return (
+            f"Tensors the graph holds for backward now ({len(result.saved_held)})",
+            result.saved_held,
+            SAVED_ROWS_CAPTION,
+        )
+    if not result.saved_tensors:
+        return "Tensors saved for backward (none)", (), "The latest loss's graph holds no saved tensor."
+    step = result.saved_at_step
+    return (
+        f"Tensors the forward at step {step} saved ({len(result.saved_tensors)}): no longer held",
+        result.saved_tensors,
+        f"What the graph built at step {step} saved; the latest loss's graph holds none of them now.",
+    )
+
+
 ACCUMULATION_SHOWN_FROM = 1.5  # a ratio nearer 1 could be one pass; past this the sum is plain to see
 
 
@@ -176,8 +201,10 @@ def _saved_memory_lines(steps: Sequence[Snapshot]) -> list[str]:
         held = format_bytes(before.saved_bytes)
         if step.action == "backward":
             line = (
-                f"Before `backward()` the graph held **{held}** in {before.saved_count} saved tensors; "
-                f"after it, **{format_bytes(step.saved_bytes)}**: backward dropped the graph's references to them."
+                f"Before `backward()` the graph held **{held}** in {before.saved_count} saved tensors (what its nodes "
+                "saved for backward; tensors kept as plain `ctx` attributes are not counted); after it, "
+                f"**{format_bytes(step.saved_bytes)}**: backward dropped the graph's references to the saved "
+                "tensors counted here."
             )
             if step.saved_alive_bytes:
                 line += (

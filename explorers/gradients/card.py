@@ -17,6 +17,7 @@ from explorers.gradients.lesson import (
     scenario_text,
     sci,
     status_line,
+    step_factor,
     sweep_lines,
 )
 
@@ -44,10 +45,9 @@ def _mechanism(kind: str, run: ScenarioRun) -> str:
     if kind != "vanishing":
         return STATEMENTS[kind].text
     text = STATEMENTS["chain"].text
-    ratio = depth_ratio(run.diagnosis)
-    if ratio is not None and ratio[3] >= 2:
-        per_layer = ratio[0] ** (1 / (ratio[3] - 1))
-        text += f" Measured here: about ×{per_layer:.2g} per layer over {ratio[3]} layers."
+    factor = step_factor(run.diagnosis)
+    if factor is not None:
+        text += f" Measured here: {factor}."
     if "Sigmoid" in run.activations:
         text += " " + STATEMENTS["vanishing"].text
     return text

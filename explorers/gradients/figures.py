@@ -161,13 +161,17 @@ def clipping_figure(study: Clipping) -> go.Figure:
 
 
 def training_figure(training: Training) -> go.Figure:
-    """Loss per step with and without clipping; where the loss stops being finite, a marker says so."""
+    """Loss per step with and without clipping; where the loss stops being finite, a gap and a labelled line.
+
+    A non-finite loss has no place on a log axis: the trace leaves a gap there, and a dotted vertical line at
+    that step carries the label ("nan at step 1: stopped") at the top of the chart, not at any loss value.
+    """
     figure = go.Figure()
-    finite = [v for v in (*training.losses_plain, *training.losses_clipped) if math.isfinite(v) and v > 0]
-    top = max(finite, default=1.0) * 10
-    for name, losses, colour in (
-        ("no clipping", training.losses_plain, "#d62728"),
-        (f"clip_grad_norm_ at {training.max_norm:g}", training.losses_clipped, "#2ca02c"),
+    for row, (name, losses, colour) in enumerate(
+        (
+            ("no clipping", training.losses_plain, "#d62728"),
+            (f"clip_grad_norm_ at {training.max_norm:g}", training.losses_clipped, "#2ca02c"),
+        )
     ):
         figure.add_trace(
             go.Scatter(
@@ -176,20 +180,22 @@ def training_figure(training: Training) -> go.Figure:
                 mode="lines+markers",
                 name=name,
                 line={"width": 3, "color": colour},
+                connectgaps=False,
             )
         )
-        broken = [i for i, v in enumerate(losses) if not math.isfinite(v)]
-        if broken:
-            figure.add_trace(
-                go.Scatter(
-                    x=[broken[0]],
-                    y=[top],
-                    mode="markers+text",
-                    text=[f"{losses[broken[0]]} at step {broken[0]}: stopped"],
-                    textposition="bottom right",
-                    marker={"symbol": "x", "size": 14, "color": colour},
-                    showlegend=False,
-                )
+        broken = next((i for i, v in enumerate(losses) if not math.isfinite(v)), None)
+        if broken is not None:
+            figure.add_shape(
+                type="line", x0=broken, x1=broken, y0=0, y1=1, yref="paper", line={"dash": "dot", "color": colour}
+            )
+            figure.add_annotation(
+                x=broken,
+                y=1 - 0.08 * row,
+                yref="paper",
+                text=f"{name}: {losses[broken]} at step {broken}, stopped",
+                showarrow=False,
+                xanchor="left",
+                font={"color": colour},
             )
     figure.update_yaxes(type="log", title="loss", exponentformat="power")
     figure.update_xaxes(title="step", range=[-0.5, training.steps - 0.5])

@@ -286,6 +286,18 @@ def depth_ratio(diagnosis: Diagnosis) -> tuple[float, str, str, int] | None:
     return layers[0].grad_norm / layers[-1].grad_norm, layers[0].label, layers[-1].label, len(layers)
 
 
+def step_factor(diagnosis: Diagnosis) -> str | None:
+    """The first/last ratio spread evenly over the steps between neighbouring layers, in words: one text for all."""
+    ratio = depth_ratio(diagnosis)
+    if ratio is None:
+        return None
+    steps = ratio[3] - 1
+    return (
+        f"about ×{ratio[0] ** (1 / steps):.2g} per step between neighbouring layers, over "
+        f"{_plural(steps, 'step')} ({ratio[3]} layers)"
+    )
+
+
 def _finding_line(finding: Finding, diagnosis: Diagnosis) -> str:
     kind = finding.kind
     if kind == "broken_graph":
@@ -341,12 +353,11 @@ def _finding_line(finding: Finding, diagnosis: Diagnosis) -> str:
     if kind == "zero_gradient":
         return f"{_names(finding.parameters)} got a gradient of **exactly 0**: a path exists, and it carries zero."
     if kind == "vanishing":
-        ratio, first, last, count = depth_ratio(diagnosis)
-        per_layer = ratio ** (1 / (count - 1))
+        ratio, first, last, _ = depth_ratio(diagnosis)
         return (
             f"Vanishing: the first layer's (`{first}`) gradient norm is **{sci(ratio)}** of the last layer's "
-            f"(`{last}`), a factor of about **{per_layer:.2f}** per layer over {count} layers (flagged below "
-            f"{VANISHING_RATIO:.0e}). The norms are finite: small, not missing."
+            f"(`{last}`), {step_factor(diagnosis)} (flagged below {VANISHING_RATIO:.0e}). The norms are finite: "
+            "small, not missing."
         )
     if kind == "exploding":
         layers = [layer for layer in diagnosis.layers if set(layer.parameters) & set(finding.parameters)]

@@ -166,6 +166,8 @@ class Diagnosis:
     backward_error: str | None  # PyTorch's own message, when backward raised
     cuts: tuple[tuple[str, int], ...]  # operations that took a tensor requiring grad and returned one that did not
     dead_units: tuple[DeadUnits, ...]
+    # The ReLU calls the rerun with the flagged ReLUs as the identity replaced: None when no rerun ran or it failed.
+    relus_replaced: int | None = None
 
     def finding(self, kind: str) -> Finding | None:
         return next((f for f in self.findings if f.kind == kind), None)
@@ -202,12 +204,18 @@ class _Watch(TorchFunctionMode):
         self.first_read: dict[str, int] = {}
         self.cuts: Counter[str] = Counter()
         self.relus: list[DeadUnits] = []
+        self.replaced = 0  # ReLU calls that returned their input unchanged (in `bypass`)
         self.module_stack = module_stack
+
+    def _where(self) -> str:
+        """The label of the module running now: its name, or "(model)" for the model's own forward."""
+        return (self.module_stack[-1] if self.module_stack else "") or "(model)"
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
-        if name in _RELU and self.bypass and (self.module_stack[-1] if self.module_stack else "(model)") in self.bypass:
+        if name in _RELU and self.bypass and self._where() in self.bypass:
+            self.replaced += 1
             return args[0]
         result = func(*args, **kwargs)
         if name in _METADATA_ONLY:
@@ -245,8 +253,7 @@ class _Watch(TorchFunctionMode):
         else:
             alive = output.detach() != 0
         units = alive.numel()
-        where = self.module_stack[-1] if self.module_stack else ""
-        self.relus.append(DeadUnits(where or "(model)", int(units - alive.sum()), units, output.numel() // units))
+        self.relus.append(DeadUnits(self._where(), int(units - alive.sum()), units, output.numel() // units))
 
 
 _FUNCTION_APPLY = torch.autograd.Function.apply.__func__.__code__
@@ -411,10 +418,15 @@ def diagnose(
     zero = [n for n, p in parameters.items() if p.requires_grad and p.status == "zero"]
     flagged = _flagged(dead)
     behind_relus: tuple[str, ...] = ()
+    replaced: int | None = None
     if zero and flagged and backward_error is None:
-        revived = _gradients_without_relus(model, inputs, targets, loss_fn, seed, frozenset(d.where for d in flagged))
-        behind_relus = tuple(n for n in zero if n in revived)
-    findings = _findings(parameters, layers, loss_value, backward_error, loss.requires_grad, cuts, dead, behind_relus)
+        rerun = _gradients_without_relus(model, inputs, targets, loss_fn, seed, frozenset(d.where for d in flagged))
+        if rerun is not None:
+            revived, replaced = rerun
+            behind_relus = tuple(n for n in zero if n in revived) if replaced else ()
+    findings = _findings(
+        parameters, layers, loss_value, backward_error, loss.requires_grad, cuts, dead, behind_relus, replaced
+    )
     return Diagnosis(
         parameters=parameters,
         layers=layers,
@@ -424,6 +436,7 @@ def diagnose(
         backward_error=backward_error,
         cuts=cuts,
         dead_units=dead,
+        relus_replaced=replaced,
     )
 
 
@@ -433,11 +446,12 @@ def _flagged(dead: tuple[DeadUnits, ...]) -> list[DeadUnits]:
 
 def _gradients_without_relus(
     model: nn.Module, inputs: object, targets: object, loss_fn: Callable | None, seed: int, where: frozenset
-) -> set[str]:
+) -> tuple[set[str], int] | None:
     """The parameters with a non-zero gradient when the ReLUs in `where` pass their input through unchanged.
 
     The same forward and backward on a fresh copy, same batch and dropout masks: a parameter whose exact zero
-    turns non-zero here got its zero from those ReLUs; one that stays zero got it from something else.
+    turns non-zero here got its zero from those ReLUs; one that stays zero got it from something else. Returns
+    them with the number of ReLU calls replaced (module or functional), or None when the rerun failed.
     """
     copied = batches.copy_model(model, "diagnose")
     for parameter in copied.parameters():
@@ -450,14 +464,14 @@ def _gradients_without_relus(
     stack, remove_hooks = _module_names(copied)
     try:
         with isolated_rng(seed, str(device)), torch.inference_mode(False), torch.enable_grad():
-            with _Watch(storages, stack, bypass=where):
+            with _Watch(storages, stack, bypass=where) as watch:
                 loss = _forward_and_loss(copied, batches.fresh_batch(inputs), batches.fresh_batch(targets), loss_fn)
             loss.backward()
     except Exception:  # the counterfactual failed: attribute nothing to the ReLUs
-        return set()
+        return None
     finally:
         remove_hooks()
-    return {n for n, p in named.items() if p.grad is not None and bool(p.grad.ne(0).any())}
+    return {n for n, p in named.items() if p.grad is not None and bool(p.grad.ne(0).any())}, watch.replaced
 
 
 def _rms(matrices: list[torch.Tensor]) -> float | None:
@@ -604,6 +618,7 @@ def _findings(
     cuts: tuple[tuple[str, int], ...],
     dead: tuple[DeadUnits, ...],
     behind_relus: tuple[str, ...] = (),
+    replaced: int | None = None,
 ) -> tuple[Finding, ...]:
     findings = []
     frozen = tuple(n for n, p in parameters.items() if not p.requires_grad)
@@ -688,8 +703,7 @@ def _findings(
                 "zero_gradient",
                 other_zero,
                 f"{len(other_zero)} parameter(s) ({_names(other_zero)}) got a gradient of exactly zero: a path "
-                "exists, and it carries zero for this batch"
-                + (" (it stays zero with the flagged ReLUs replaced by the identity)." if dead_layers else "."),
+                "exists, and it carries zero for this batch" + (_rerun_note(replaced) if dead_layers else "."),
             )
         )
     for layer, ratio, median, others in weight_scale_outliers(layers):
@@ -712,6 +726,17 @@ def _findings(
     if backward_ran:
         findings += _depth_findings(layers)
     return tuple(findings)
+
+
+def _rerun_note(replaced: int | None) -> str:
+    """What the rerun with the flagged ReLUs as the identity showed about a zero that is not theirs."""
+    if replaced:
+        return f" (it stays zero in a rerun with the flagged ReLUs' {replaced} call(s) replaced by the identity)."
+    return (
+        " (a rerun with the flagged ReLUs replaced by the identity "
+        + ("replaced none of their calls" if replaced == 0 else "failed")
+        + ", so this run does not tell whether they are behind it)."
+    )
 
 
 def _depth_findings(layers: tuple[LayerGradient, ...]) -> list[Finding]:

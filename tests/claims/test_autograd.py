@@ -523,7 +523,15 @@ def test_the_version_check_holds_for_views_and_steps_and_its_scoped_exceptions_b
     with torch.no_grad():
         layer.weight.mul_(1.0)
     value.backward()
+    with torch.autograd.graph.allow_mutation_on_saved_tensors():  # the counter moves, backward uses a saved copy
+        value, version = loss(), layer.weight._version
+        with torch.no_grad():
+            layer.weight.mul_(1.0)
+        assert layer.weight._version > version
+        value.backward()
     assert all(w in STATEMENTS["version_check"].scope for w in (".data", "saved_tensors_hooks", "`.grad` is None"))
+    # the text is shown without its scope (the Why after optimizer.step()): it names both exceptions itself
+    assert all(w in STATEMENTS["version_check"].text for w in (".data", "allow_mutation_on_saved_tensors"))
 
 
 @falsifies(STATEMENTS["no_grad"])
@@ -634,3 +642,70 @@ def test_captions_state_the_batch_that_ran():
     torch.manual_seed(0)
     with pytest.raises(ValueError, match="more than 1 value per channel"):
         nn.BatchNorm1d(4).train()(torch.randn(1, 4))
+
+
+class _KeepOnCtx(torch.autograd.Function):
+    """Keeps what its backward needs as a plain ctx attribute, not through save_for_backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.keep = x * 2
+        return x.sin()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.keep.cos()
+
+
+@falsifies(STATEMENTS["release"], STATEMENTS["second_backward"])
+def test_a_tensor_kept_on_ctx_outlives_backward_and_the_lab_says_what_it_counts():
+    x = torch.randn(1000, requires_grad=True)
+    out = _KeepOnCtx.apply(x).sum()
+    node = out.grad_fn.next_functions[0][0]
+    out.backward()
+    assert torch.is_tensor(node.keep) and node.keep.numel() == 1000  # still held by the node after backward
+    out.backward()  # nothing was saved with save_for_backward: a second pass runs
+    assert "`ctx` attribute stays" in STATEMENTS["release"].text and "ctx" in STATEMENTS["release"].scope
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return torch.tanh(_KeepOnCtx.apply(self.fc(x)))  # tanh saves its output: the graph holds bytes
+
+    torch.manual_seed(0)
+    run = autograd.run(actions=["forward", "backward"], yours=autograd.YourModel(Model(), torch.randn(4, 8)))
+    line = sentence(run, r"Before `backward\(\)`")
+    assert "saved tensors counted here" in line and "`ctx` attributes are not counted" in line
+
+
+@pytest.mark.parametrize(
+    "actions, held",
+    [
+        (["forward", "forward_no_grad", "backward"], False),
+        (["forward", "backward"], False),
+        (["forward", "backward_retain"], True),
+    ],
+)
+def test_the_saved_table_shows_the_graph_held_now_or_says_it_is_no_longer_held(actions, held):
+    run = autograd.run(autograd.AutogradOptions(input_requires_grad=True), actions)
+    _, x, _, loss_of = hand_built_mlp(0)
+    x.requires_grad_(True)
+    value = loss_of()
+    with torch.no_grad():
+        graphless = loss_of()
+    value.backward(retain_graph=held)
+    try:  # plain torch: does the graph still hold the mm's saved input after this backward?
+        value.grad_fn.next_functions[0][0]._saved_mat1  # noqa: B018
+        still = True
+    except RuntimeError:
+        still = False
+    assert graphless.grad_fn is None and still == held
+    heading, rows, caption = lesson.saved_rows(run)
+    if held:
+        assert rows == run.saved_held and rows and "holds for backward now" in heading
+    else:
+        assert not run.saved_held and rows == run.saved_tensors
+        assert "no longer held" in heading and "at step 1" in heading and "holds none of them now" in caption

@@ -180,13 +180,15 @@ def dead_relus_pass_back_exactly_zero():
 def vanishing_ratio_and_per_layer_factor():
     options, run = lab("vanishing")
     line = sentence(lesson.explain(run), "^Vanishing")
-    ratio, factor = re.search(r"is \*\*(\S+)\*\* of the last.+about \*\*(\S+)\*\* per layer", line).groups()
+    ratio, factor = re.search(
+        r"is \*\*(\S+)\*\* of the last.+about ×(\S+) per step between neighbouring", line
+    ).groups()
     params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
     mse(stack_forward(params, x, torch.sigmoid), y).backward()
     first, last = grad_norm(*params[:2]), grad_norm(*params[-2:])
     assert number(ratio) == pytest.approx(first / last, rel=0.05)
-    assert number(factor) == pytest.approx((first / last) ** (1 / (options.depth - 1)), abs=0.006)
-    assert f"over {options.depth} layers" in line
+    assert number(factor) == pytest.approx((first / last) ** (1 / (options.depth - 1)), rel=0.05)
+    assert f"over {options.depth - 1} steps ({options.depth} layers)" in line
 
 
 def exploding_names_the_largest_layer_and_the_loss():
@@ -686,7 +688,7 @@ def test_the_vanishing_mechanism_names_sigmoid_only_when_the_model_has_one(chang
     model, *_ = gradients.experiment.build(options)
     assert not any(isinstance(m, nn.Sigmoid) for m in model.modules())
     assert "sigmoid" not in mechanism.lower() and "Vanishing" in run.diagnosis.verdict
-    factor = float(re.search(r"about ×(\S+) per layer over 12 layers", mechanism).group(1))
+    factor = float(re.search(r"about ×(\S+) per step between neighbouring layers, over 11 steps", mechanism).group(1))
     params, _, x, y = draw(stack_shapes(12), scale=0.05)
     mse(stack_forward(params, x, torch.tanh if changes["activation"] == "tanh" else (lambda t: t)), y).backward()
     ratio = grad_norm(*params[:2]) / grad_norm(*params[-2:])
@@ -883,3 +885,65 @@ def test_in_the_zoo_a_parameter_the_graph_reaches_gets_a_gradient_unless_a_backw
     for p in model.parameters():
         if id(p) in reached:  # no zoo model's backward returns None for a parameter
             assert p.grad is not None
+
+
+def test_a_zero_is_said_to_survive_the_identity_rerun_only_when_the_rerun_replaced_the_relu():
+    """A functional ReLU in the model's own forward, all units dead: plain torch without the ReLU revives them."""
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+
+    class Functional(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 8), nn.Linear(8, 1)
+            with torch.no_grad():
+                self.a.bias.fill_(-100.0)
+
+        def forward(self, x):
+            return self.b(nn.functional.relu(self.a(x)))
+
+    model = Functional()
+    d = gradients.diagnose(model, x, y, nn.functional.mse_loss)
+    a_w, a_b, b_w = (p.detach().clone().requires_grad_() for p in (model.a.weight, model.a.bias, model.b.weight))
+    nn.functional.mse_loss((x @ a_w.T + a_b) @ b_w.T + model.b.bias.detach(), y).backward()
+    revived = {name for name, p in {"a.weight": a_w, "a.bias": a_b, "b.weight": b_w}.items() if p.grad.any()}
+    assert revived == {"a.weight", "a.bias", "b.weight"}
+    said_to_stay = set(d.finding("zero_gradient").parameters) if d.finding("zero_gradient") else set()
+    if d.finding("zero_gradient") and "stays zero" in d.finding("zero_gradient").observation:
+        assert not said_to_stay & revived
+    assert set(d.finding("dead_units").parameters) == revived
+    assert d.relus_replaced == 1
+
+
+def test_the_per_step_factor_is_the_root_its_words_name_and_the_card_quotes_the_page():
+    """scale 0.05, ReLU, depth 12: the first/last ratio's 11th root, named as 11 steps, the same in both places."""
+    options = GradientsOptions(scenario="healthy", init_scale=0.05, activation="relu", depth=12)
+    run = gradients.scenario_run(options)
+    params, _, x, y = draw(stack_shapes(12), scale=0.05)
+    mse(stack_forward(params, x, torch.relu), y).backward()
+    ratio = grad_norm(*params[:2]) / grad_norm(*params[-2:])
+    line = sentence(lesson.explain(run), "^Vanishing")
+    mechanism = gradients_card.answer_card(run).mechanism
+    quoted = [
+        re.search(r"about ×(\S+) per step between neighbouring layers, over 11 steps", t) for t in (line, mechanism)
+    ]
+    assert all(quoted) and quoted[0].group(1) == quoted[1].group(1)
+    assert float(quoted[0].group(1)) == pytest.approx(ratio ** (1 / 11), rel=0.05)
+
+
+def test_the_loss_chart_plots_only_measured_losses_and_labels_where_they_stopped():
+    """init scale 5, depth 12: plain SGD's loss turns non-finite; the chart draws no number for it."""
+    options = GradientsOptions.for_scenario("exploding", init_scale=5.0, depth=12)
+    training = gradients.clipped_training(options)
+    params, _, x, y = draw(stack_shapes(12), scale=5.0)
+    first = float(mse(stack_forward(params, x, torch.relu), y).detach())
+    assert training.losses_plain[0] == pytest.approx(first, rel=1e-4)
+    measured = {v for v in (*training.losses_plain, *training.losses_clipped) if math.isfinite(v)}
+    broken = training.diverged_at
+    assert broken is not None
+    figure = gradient_figures.training_figure(training)
+    plotted = [v for trace in figure.data for v in trace.y if v is not None]
+    assert set(plotted) <= measured
+    labels = [a.text for a in figure.layout.annotations]
+    assert any(f"{training.losses_plain[broken]} at step {broken}" in text for text in labels)
+    assert any(shape.x0 == broken and shape.yref == "paper" for shape in figure.layout.shapes)
