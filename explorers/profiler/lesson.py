@@ -176,8 +176,8 @@ def per_step_overhead(ratios: Sequence[float], steps_per_round: int) -> str:
         )
     if high < 1:
         return (
-            f"Per step, too close to call: over {blocks}, the recorded steps happened to run faster ({spread}); "
-            "the profiler adds work, and here that work is smaller than how much the step time wanders."
+            f"Per step, the recorded steps ran faster than the steps without the profiler in every round: they took "
+            f"{spread} as long, over {blocks}."
         )
     return (
         f"Per step, too close to call: recorded steps took {spread} as long as the steps without the profiler, "
@@ -185,16 +185,27 @@ def per_step_overhead(ratios: Sequence[float], steps_per_round: int) -> str:
     )
 
 
-def window_overhead(result: ProfileResult) -> str:
-    """The whole profiler window against as many plain steps: what profiling costs beyond the step bodies."""
-    windows, blocks, ratios = result.window_ms, result.unprofiled_block_ms, result.window_ratios
-    i = ratios.index(statistics.median_low(ratios))
-    warmup = f"{result.profiler_warmup_steps} warm-up step{'s' if result.profiler_warmup_steps > 1 else ''}"
+def _warmup_reason(result: ProfileResult) -> str:
+    """Why the profiler warmed up this many steps, from what the loader that ran holds; empty without workers."""
+    if not result.loader_workers:
+        return ""
+    workers = f"{result.loader_workers} worker{'s' if result.loader_workers > 1 else ''}"
     return (
-        f"The whole profiler window (entering it, {warmup}, {result.steps_per_round} recorded steps, stopping it "
-        f"and collecting its results) took {ms(windows[i])} ms against {ms(blocks[i])} ms for "
-        f"{result.steps_per_round} steps without it, {ratios[i]:.1f}× as long (median round; "
-        f"{min(ratios):.1f}× to {max(ratios):.1f}× over {len(ratios)} rounds)."
+        f" It warms up for {result.profiler_warmup_steps} steps, one per batch the loader's {workers} × "
+        f"{result.prefetch_factor} prefetched may hold after the pause, so those are used up before recording."
+    )
+
+
+def window_overhead(result: ProfileResult) -> str:
+    """The whole profiler window against as many plain steps as it trained: what profiling costs beyond the steps."""
+    windows, plain, ratios = result.window_ms, result.window_plain_ms, result.window_ratios
+    i = ratios.index(statistics.median_low(ratios))
+    n, active, warm = result.window_steps, result.steps_per_round, result.profiler_warmup_steps
+    return (
+        f"The whole profiler window (entering it, {warm} warm-up step{'s' if warm > 1 else ''}, {active} recorded "
+        f"steps, stopping it and collecting its results) took {ms(windows[i])} ms against {ms(plain[i])} ms for as "
+        f"many steps without it ({n} × the round's mean step), {ratios[i]:.1f}× as long (median round; "
+        f"{min(ratios):.1f}× to {max(ratios):.1f}× over {len(ratios)} rounds).{_warmup_reason(result)}"
     )
 
 
@@ -243,18 +254,31 @@ def _one_off_work(result: ProfileResult) -> str:
     return f"Measured in that step: {' and '.join(seen)}. " if seen else ""
 
 
+def _hidden(waited: float, cost: float) -> str:
+    return f"{1 - waited / cost:.0%} of it hidden" if waited < cost else "none of it hidden"
+
+
 def _data_work(options: ProfileOptions, result: ProfileResult) -> str:
-    waited = result.mean_phases()["data"]
+    waits = [s.phases["data"] for s in result.steps]
+    waited, median = statistics.fmean(waits), statistics.median(waits)
     cost = options.data_cost_ms
     if not options.num_workers:
         return (
             f"With `num_workers=0` the {cost} ms of per-batch data work runs on the training loop's own thread, "
             f"so every step waits for it: the data phase took {ms(waited)} ms per step."
         )
-    hidden = f" ({1 - waited / cost:.0%} of it hidden)" if waited < cost else " (none of it hidden)"
-    return (
+    line = (
         f"{options.num_workers} worker process(es) prepare batches while the model trains: the loop waited "
-        f"{ms(waited)} ms per step for its batch, against the {cost} ms each batch takes to make{hidden}."
+        f"{ms(waited)} ms per step on average for its batch, against the {cost} ms of work each batch is set to cost "
+        f"({_hidden(waited, cost)})"
+    )
+    long = [w for w in waits if w > cost]
+    if not long:
+        return f"{line}; the median step waited {ms(median)} ms."
+    return (
+        f"{line}. {len(long)} of the {len(waits)} steps waited longer than that work "
+        f"({', '.join(ms(w) for w in long)} ms) and lift the mean: the median step waited {ms(median)} ms "
+        f"({_hidden(median, cost)})."
     )
 
 
@@ -265,7 +289,7 @@ def explain(options: ProfileOptions, result: ProfileResult) -> list[str]:
     lines = [
         f"**{result.verdict}**: {result.evidence}",
         f"The five phases cover {ms(covered)} of {ms(wall)} ms per profiled step ({covered / wall:.0%}); the grey "
-        "`other` bar is the rest: the lab's own loop code between and around the phases.",
+        "`other` bar is the rest of the step: its own code between and around the phases.",
     ]
     if result.warmup_steps:
         lines.append(_first_step(result))

@@ -12,10 +12,11 @@ global RNG) for a bounded number of real steps, in this order:
   window, and its spread across rounds is known. Before each block a few untimed steps
   let a DataLoader's workers use up what they prefetched during the pause.
 
-Each phase is labelled with `record_function`, so the profiler's own events give each
-phase's time; the step's wall time is the profiler's `ProfilerStep` span, and what the
-phases do not cover (the loop's own code between and around the phases) is `other_ms`,
-not hidden. The verdict names the largest part of the step when it leads the others by
+Each phase is labelled with `record_function`, and so is the step's body (STEP_LABEL), so the
+profiler's own events give each phase's time and the step's wall time; what the phases do not
+cover (the step's own code between and around them) is `other_ms`, not hidden. The time between
+step bodies (the progress report, `prof.step()`) is in the profiler's `ProfilerStep` span but in
+no step's bar. The verdict names the largest part of the step when it leads the others by
 more than the noise margin of its per-step differences; otherwise it says "too close to call".
 
 From a notebook::
@@ -60,6 +61,7 @@ from explorers.profiler.noise import ms, paired_gap
 
 PHASES = ("data", "copy", "forward", "backward", "optimizer")
 LABEL = "phase/"  # prefix of our record_function labels
+STEP_LABEL = "lab/step"  # the record_function label around one step's body: the step's wall time
 # What a verdict can name: forward and backward together are the step's compute.
 CATEGORIES = {"data": ("data",), "copy": ("copy",), "compute": ("forward", "backward"), "optimizer": ("optimizer",)}
 CATEGORY_NAMES = {"data": "data", "copy": "copy", "compute": "forward + backward", "optimizer": "optimizer"}
@@ -82,7 +84,7 @@ class StepTiming:
 
     @property
     def other_ms(self) -> float:
-        """Wall time no phase accounts for: the loop's own code between and around the phases."""
+        """Wall time of the step's body that no phase accounts for: its own code between and around the phases."""
         return max(self.wall_ms - sum(self.phases.values()), 0.0)
 
 
@@ -119,6 +121,8 @@ class ProfileResult:
     # Per round, the whole profiler window: entering it, its warm-up, the recorded steps, stopping, the results.
     window_ms: tuple[float, ...] = ()
     profiler_warmup_steps: int = 1  # steps the profiler warms up for in each window
+    loader_workers: int = 0  # the loader's num_workers, as profile_training read it
+    prefetch_factor: int = PREFETCH_FACTOR  # batches each worker keeps ready, as profile_training read it
     first_iterator_ms: float | None = None  # creating the loader's first iterator, inside the first step's `data`
     optimizer_states_created: int | None = None  # parameters the optimizer made state for in the first step
 
@@ -146,9 +150,19 @@ class ProfileResult:
         return tuple(sum(self.unprofiled_ms[i : i + n]) for i in range(0, len(self.unprofiled_ms), n))
 
     @property
+    def window_steps(self) -> int:
+        """Steps a profiler window trains: its warm-up steps, then the recorded ones."""
+        return self.profiler_warmup_steps + self.steps_per_round
+
+    @property
+    def window_plain_ms(self) -> tuple[float, ...]:
+        """Per round, as many steps as a window trains, without the profiler: the round's mean plain step times that."""
+        return tuple(block / self.steps_per_round * self.window_steps for block in self.unprofiled_block_ms)
+
+    @property
     def window_ratios(self) -> tuple[float, ...]:
-        """Per round: the whole profiler window over the block of as many steps without it."""
-        return tuple(w / b for w, b in zip(self.window_ms, self.unprofiled_block_ms, strict=True))
+        """Per round: the whole profiler window over as many steps (warm-up and recorded) without it."""
+        return tuple(w / b for w, b in zip(self.window_ms, self.window_plain_ms, strict=True))
 
     @property
     def last_round(self) -> tuple[StepTiming, ...]:
@@ -270,24 +284,25 @@ class _Stepper:
     def step(self) -> tuple[dict[str, float], float]:
         timings: dict[str, float] = {}
         start = time.perf_counter()
-        with self._phase("data", timings):
-            model_input, target = _checked_pair(self.split_batch(next(self.batches)))
-        with self._phase("copy", timings):
-            model_input, target = _fresh((model_input, target), self.device, self.non_blocking)
-        with self._phase("forward", timings):
-            output = batches.forward(self.model, model_input)
-            loss = _checked_loss(batches.loss_of(self.loss_fn, output, model_input, target))
-        with self._phase("backward", timings):
-            loss.backward()
-        with self._phase("optimizer", timings):
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
+        with record_function(STEP_LABEL):
+            with self._phase("data", timings):
+                model_input, target = _checked_pair(self.split_batch(next(self.batches)))
+            with self._phase("copy", timings):
+                model_input, target = _fresh((model_input, target), self.device, self.non_blocking)
+            with self._phase("forward", timings):
+                output = batches.forward(self.model, model_input)
+                loss = _checked_loss(batches.loss_of(self.loss_fn, output, model_input, target))
+            with self._phase("backward", timings):
+                loss.backward()
+            with self._phase("optimizer", timings):
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
         return timings, (time.perf_counter() - start) * 1000
 
 
 def _steps_from_events(events) -> list[StepTiming]:
-    """Per ProfilerStep span, the time of each labelled phase inside it."""
-    spans = sorted((e for e in events if e.name.startswith("ProfilerStep")), key=lambda e: e.time_range.start)
+    """Per step body (the STEP_LABEL span), the time of each labelled phase inside it."""
+    spans = sorted((e for e in events if e.name == STEP_LABEL), key=lambda e: e.time_range.start)
     phases = [e for e in events if e.name.startswith(LABEL)]
     origin = spans[0].time_range.start if spans else 0
     steps = []
@@ -319,7 +334,7 @@ class _Recorder:
         self.done += 1
         self.steps += _steps_from_events(prof.events())[: self.active]
         for average in prof.key_averages():
-            if not average.key.startswith((LABEL, "ProfilerStep")):
+            if not average.key.startswith((LABEL, STEP_LABEL, "ProfilerStep")):
                 totals = self.ops.setdefault(average.key, [0, 0.0, 0.0])
                 totals[0] += average.count
                 totals[1] += average.self_cpu_time_total / 1000
@@ -440,7 +455,8 @@ def profile_training(
     batches.carry_tensor_hooks(original, model)
     model.to(device)
     _move_state(optimizer, device)
-    settle = settle_steps(getattr(loader, "num_workers", 0), getattr(loader, "prefetch_factor", None))
+    workers, prefetch = getattr(loader, "num_workers", 0), getattr(loader, "prefetch_factor", None)
+    settle = settle_steps(workers, prefetch)
     roles = _round_roles(active, settle)
     total = total_steps(warmup, active, rounds, settle)
     trace_path = Path(trace_path or tempfile.mkstemp(prefix="step-trace-", suffix=".json")[1])
@@ -502,6 +518,8 @@ def profile_training(
         unprofiled_steps=tuple(unprofiled),
         window_ms=tuple(windows),
         profiler_warmup_steps=profiler_warmup,
+        loader_workers=workers,
+        prefetch_factor=prefetch or PREFETCH_FACTOR,
         first_iterator_ms=stepper.batches.first_iterator_ms,
         optimizer_states_created=states_created,
     )

@@ -1,7 +1,8 @@
 """Input drift per feature: the population stability index (PSI) of live traffic against training.
 
 PSI = Σ over bins (live share - training share) · ln(live share / training share), with the bins
-the training deciles (`training.FeatureBins`) and every share floored at PSI_FLOOR so that an
+cut at the training deciles (`training.FeatureBins`; fewer bins where deciles coincide, as for a
+count with few values) and every share floored at PSI_FLOOR so that an
 empty bin counts as very rare rather than infinitely so. The usual reading, used here: below 0.1
 no meaningful shift, 0.1 to 0.25 a moderate one, PSI_FLAG (0.25) or more a significant one, which
 is flagged. PSI looks at inputs only: it needs no labels, so it is available the moment traffic

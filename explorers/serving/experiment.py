@@ -73,11 +73,12 @@ class StageReport:
     matches: bool
     reached: bool  # False when an earlier stage raised
     error: str | None  # PyTorch's own error, when this stage raised
-    flipped: int  # golden labels that changed (postprocess only)
+    flipped: int  # golden labels that changed through the whole serving pipeline (postprocess only)
     columns: tuple[float, ...]  # largest difference per output column (features, logits, or the score)
     isolated: float  # this stage fed the recorded input for it: its own difference
     isolated_matches: bool
     isolated_error: str | None
+    isolated_flipped: int = 0  # golden labels that changed with this stage fed the recorded input (postprocess only)
 
     @property
     def status(self) -> str:
@@ -169,6 +170,7 @@ def _report(
         isolated=alone,
         isolated_matches=isolated_error is None and alone <= TOLERANCE and isolated_flipped == 0,
         isolated_error=isolated_error,
+        isolated_flipped=isolated_flipped,
     )
 
 

@@ -39,16 +39,24 @@ def _layout(title: str, height: int, bottom: int, **parts) -> dict:
     }
 
 
-def _stage_text(report: StageReport) -> str:
+def _flips(count: int) -> str:
+    return f"{count} label{'' if count == 1 else 's'} flip"
+
+
+def _stage_text(report: StageReport, input_differs: bool) -> str:
+    """The box's lines: what the stage gave in the pipeline and, when its input differed, fed the recorded input."""
     lines = [f"<b>{report.stage}</b>", report.status]
     if report.error:
         lines.append(f"raised {report.error.split(':')[0]}")
     elif report.reached:
         lines.append(f"max |Δ| {number(report.largest)}")
-    if report.status in ("inherited", "not reached"):
-        lines.append(f"alone: {'raised' if report.isolated_error else number(report.isolated)}")
     if report.stage == "postprocess" and report.reached:
-        lines.append(f"{report.flipped} label{'' if report.flipped == 1 else 's'} flip")
+        lines.append(_flips(report.flipped))
+    if input_differs and not report.matches:
+        alone = "raised" if report.isolated_error else number(report.isolated)
+        if report.stage == "postprocess":
+            alone += f", {_flips(report.isolated_flipped)}"
+        lines.append(f"alone: {alone}")
     return "<br>".join(lines)
 
 
@@ -59,9 +67,10 @@ def stage_figure(c: Comparison, text_size: int = 14) -> go.Figure:
     go in as one layout dict, so plotly validates the figure once rather than once per add_* call.
     """
     boxes = []
-    for stage in STAGES:
+    for i, stage in enumerate(STAGES):
         report = c.reports[stage]
-        boxes.append((_stage_text(report), STATUS_FILL[report.status], STATUS_LINE[report.status]))
+        input_differs = any(not c.reports[earlier].matches for earlier in STAGES[:i])
+        boxes.append((_stage_text(report, input_differs), STATUS_FILL[report.status], STATUS_LINE[report.status]))
     shapes, annotations = [], []
     for x, (text, fill, line) in enumerate(boxes):
         width = 4 if line == STATUS_LINE["differs here"] else 2

@@ -18,10 +18,14 @@ STATEMENTS: dict[str, Statement] = {
     "state_dict": Statement(
         text=(
             "A checkpoint saved from `model.state_dict()` holds the parameters and the persistent buffers "
-            "(BatchNorm's running mean and variance among them); loading it copies those values into the model the "
-            "serving code built, which keeps its own dtype and train/eval mode"
+            "(BatchNorm's running mean and variance among them); loading it with `load_state_dict`'s default "
+            "`assign=False` copies those values into the model the serving code built, which keeps its own dtype and "
+            "train/eval mode"
         ),
-        scope="load_state_dict with its default assign=False; buffers registered with persistent=False are left out",
+        scope=(
+            "load_state_dict with its default assign=False (assign=True puts the checkpoint's own tensors, dtype "
+            "included, into the model); buffers registered with persistent=False are left out"
+        ),
         source="torch/nn/modules/module.py: Module.state_dict, Module.load_state_dict",
     ),
 }
@@ -83,7 +87,7 @@ def stage_lines(c: Comparison) -> list[str]:
         elif report.status == "differs here" and stage != c.first_divergent_stage:
             lines.append(
                 f"`{stage}` also differs on its own: fed the recorded input, {own_difference(report)}"
-                + (f", and {report.flipped} golden labels flip." if report.flipped else ".")
+                + (f", and {report.isolated_flipped} golden labels flip." if report.isolated_flipped else ".")
             )
     return lines
 
@@ -104,11 +108,21 @@ def drift_line(c: Comparison) -> str:
     top = largest_drift(c)
     if moved:
         return (
-            f"Drift (PSI over the training deciles, flagged at {PSI_FLAG:g}): "
+            f"Drift (PSI over {_bins(c)}; flagged at {PSI_FLAG:g}): "
             + and_list([f"`{d.feature}` **{d.psi:.2f}** (mean {_moved(d)})" for d in moved])
             + _rest(c)
         )
     return f"Drift: no feature flagged; the largest PSI is {top.psi:.3f} (`{top.feature}`), {psi_grade(top.psi)}."
+
+
+def _bins(c: Comparison) -> str:
+    """The bins PSI used, from the artefact: the training deciles, fewer for a feature whose deciles coincide."""
+    counts = {b.feature: len(b.edges) + 1 for b in c.artefact.feature_bins}
+    most = max(counts.values())
+    fewer = [f"{n} for `{feature}`" for feature, n in counts.items() if n < most]
+    if not fewer:
+        return f"{most} bins cut at the training deciles"
+    return f"{most} bins cut at the training deciles, {and_list(fewer)}, whose deciles coincide"
 
 
 def _moved(d) -> str:

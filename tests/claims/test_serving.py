@@ -19,7 +19,8 @@ import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 from explorers import serving
-from explorers.serving import card, export, lesson
+from explorers.serving import card, export, figures, lesson
+from explorers.serving.data import FEATURES
 from explorers.serving.lesson import STATEMENTS
 from tests.claims.falsify import falsifies
 from tests.zoo import ZOO, call
@@ -414,6 +415,13 @@ def test_the_checkpoint_holds_parameters_and_buffers_and_not_dtype_or_mode(downl
             if value.is_floating_point():
                 assert value.dtype == torch.float32, (name, key)  # the dtype too
             assert torch.equal(value, source.state_dict()[key].to(value.dtype)), (name, key)
+        # The scope's edge (the audit): with assign=True the built model takes the checkpoint's tensors, dtype and all.
+        assigned, _ = specimen.build(seed=2)
+        assigned.load_state_dict(source.state_dict(), assign=True)
+        assert all(
+            value.dtype == torch.float64 for value in assigned.state_dict().values() if value.is_floating_point()
+        ), name
+    assert "default `assign=False`" in STATEMENTS["state_dict"].text  # so the sentence says which load it means
 
 
 def test_the_card_quotes_the_statement_and_the_page_evidence():
@@ -433,3 +441,51 @@ def test_the_page_holds_no_sentences():
     docstrings = {ast.get_docstring(n) for n in ast.walk(tree) if isinstance(n, ast.Module | ast.FunctionDef)}
     sentences = [t for t in literals if len(t.split()) > 4 and t.rstrip().endswith((".", "?")) and t not in docstrings]
     assert sentences == []  # the old page's help texts, verdicts and captions were such sentences
+
+
+# --- The second audit -----------------------------------------------------------------------------
+
+
+def test_a_stage_on_its_own_quotes_the_flips_of_its_own_replay(downloads):
+    # The audit: "`postprocess` also differs on its own: fed the recorded input, it differs by up to 5.16, and
+    # 22 golden labels flip": 22 is the whole pipeline's count; fed the recorded logits, fewer flip.
+    state, pipeline, _, raw, expected = downloads
+    recorded = expected["prediction"].bool()
+    alone = int(((expected["model"][:, 1] >= 0.5) != recorded).sum())  # no softmax, on the recorded logits
+    order = list(pipeline["contract"]["features"])
+    order[1], order[2] = order[2], order[1]
+    whole = int(((forward(state, standardise(raw, pipeline, order))[:, 1] >= 0.5) != recorded).sum())
+    assert alone != whole  # the two counts the audit saw confused differ here
+    c = serving.compare(("feature_order", "threshold"))
+    line = sentence(serving.explain(c), "^`postprocess` also differs on its own")
+    assert line.endswith(f"and {alone} golden labels flip.")
+    box = next(a.text for a in figures.stage_figure(c).layout.annotations if a.text.startswith("<b>postprocess"))
+    assert f"{whole} labels flip" in box and f", {alone} labels flip" in box
+
+
+def test_a_box_downstream_of_a_difference_shows_the_stages_own_difference(downloads):
+    # The audit: the model box said "max |Δ| 89.9" at normalization+dtype, while the model's own difference is
+    # about 0.002 (float16 on the recorded inputs); the box left out the "alone" figure.
+    state, _, _, raw, expected = downloads
+    half = float((forward(state, expected["preprocess"], dtype=torch.float16) - expected["model"]).abs().max())
+    unnormalised = float((forward(state, raw, dtype=torch.float16) - expected["model"]).abs().max())
+    assert unnormalised > 100 * half
+    c = serving.compare(("normalization", "dtype"))
+    boxes = [a.text for a in figures.stage_figure(c).layout.annotations if a.text.startswith("<b>")]
+    model = next(b for b in boxes if b.startswith("<b>model</b>"))
+    shown = re.search(r"alone: ([0-9][0-9.e+-]*)", model).group(1)
+    assert number(shown) == pytest.approx(half, rel=5e-3)
+    assert sentence(serving.explain(c), "^`model` also differs on its own").count(shown) == 1  # as the text says
+
+
+def test_drift_says_which_bins_it_used():
+    # The audit: "PSI over the training deciles", while support_calls (a count) had 5 bins, its deciles coinciding.
+    (x_train, _), _, _ = datasets(1.0)
+    bins = {}
+    for i, feature in enumerate(FEATURES):
+        edges = np.unique(np.quantile(x_train[:, i].double().numpy(), np.linspace(0, 1, 11)[1:-1]))
+        bins[feature] = len(edges) + 1
+    assert bins["support_calls"] < 10 == max(bins.values())
+    line = sentence(serving.explain(serving.compare(shift=1.0)), "^Drift")
+    fewer = [f"{n} for `{f}`" for f, n in bins.items() if n < 10]
+    assert line.startswith(f"Drift (PSI over 10 bins cut at the training deciles, {', '.join(fewer)}, whose deciles")
