@@ -345,7 +345,11 @@ def _not_all_at_once(result: Measurement) -> str | None:
 
 def _accumulation(options: MemoryOptions, point: Point) -> str:
     k, m = options.accumulation, point.micro_batch
-    later = " The lab runs two of them per step: the later ones repeat the second's memory." if k > 2 else ""
+    later = (
+        f" The lab measures the first two of the {k} micro-batches of a step; the later ones are not measured."
+        if k > 2
+        else ""
+    )
     return (
         f"With {k} accumulation steps, each forward and backward sees a micro-batch of {m:,} ({k} of them, "
         f"{k * m:,} samples, per optimizer step): the activations above are one micro-batch's. The gradients stay "
@@ -397,7 +401,8 @@ def estimate_notice(point: Point, limit: int) -> str | None:
 def metrics_caption(options: MemoryOptions, point: Point, definition: str) -> str:
     return (
         f"At {_batch_words(options, point)}, {_how(point)}. Activations: {definition} "
-        "Autocast's weight copies are saved too, and shown apart; the batch is its own part."
+        + ("Autocast's weight copies are saved too, and shown apart. " if point.result.weight_copies else "")
+        + "The batch is its own part."
     )
 
 

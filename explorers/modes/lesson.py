@@ -28,13 +28,15 @@ STATEMENTS: dict[str, Statement] = {
     ),
     "no_graph": Statement(
         text=(
-            "Under `no_grad`, ops record no graph: their outputs get no `grad_fn` and no tensor is saved for "
-            "backward, unless code inside re-enables grad with `torch.enable_grad()`. Under `inference_mode` "
+            "Under `no_grad`, ops record no graph: a new output gets no `grad_fn` and no tensor is saved for "
+            "backward, unless code inside re-enables grad with `torch.enable_grad()`; an in-place op returns its "
+            "input, which keeps the `grad_fn` it already had, and is not recorded. Under `inference_mode` "
             "nothing is recorded, even there."
         ),
         scope=(
             "for ops run while the mode is in force on this thread; enable_grad inside no_grad records again, "
-            "enable_grad inside inference_mode does not (torch 2.13)"
+            "enable_grad inside inference_mode does not; an in-place op under no_grad on a tensor already in a "
+            "graph keeps that tensor's grad_fn, and backward then skips the op (torch 2.13)"
         ),
         source=GRAD_MODES_NOTES,
     ),

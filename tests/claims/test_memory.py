@@ -861,3 +861,24 @@ def test_a_kept_loss_keeps_its_saved_tensors_and_a_float_keeps_none(name):
         if not keep_tensor:
             assert not alive
         del kept
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_metrics_caption_mentions_weight_copies_only_when_the_run_saved_some(precision):
+    options = MemoryOptions(width=48, depth=2, batch_size=4, precision=precision, checkpointing=True)
+    _, point, _ = lab_lines(options, sweep=False)
+    copies = count_saved(dataclasses.replace(options, checkpointing=False), 4)[1] if precision == "bf16" else 0
+    caption = lesson.metrics_caption(options, point, "")
+    assert ("weight copies" in caption) == (point.result.weight_copies > 0)
+    if precision == "fp32":
+        assert copies == 0 and "weight copies" not in caption
+
+
+def test_accumulation_says_which_micro_batches_were_measured():
+    options = MemoryOptions(width=32, depth=2, batch_size=16, accumulation=4)
+    lines, point, _ = lab_lines(options, sweep=False)
+    line = sentence(lines, "accumulation steps")
+    assert "repeat the second" not in line  # micro-batches 3 and 4 are not run by the lab: nothing witnesses them
+    assert "first two of the 4 micro-batches" in line
+    timeline = point.result.steady_step
+    assert timeline is not None

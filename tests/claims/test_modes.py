@@ -769,3 +769,16 @@ def test_what_would_prove_the_card_wrong_is_not_met_on_the_zoo(name):
     wrong = card.answer_card(modes.mode_grid(model, batch), modes.misleading_validation(ModesOptions(repeats=2)))
     assert "returned an output without `grad_fn`" not in wrong.could_prove_wrong
     assert "switching `train()`/`eval()` alone changed whether PyTorch's own layers" in wrong.could_prove_wrong
+
+
+@falsifies(lesson.STATEMENTS["no_graph"])
+def test_an_in_place_op_under_no_grad_keeps_its_inputs_grad_fn_and_is_not_recorded():
+    w = torch.ones(3, requires_grad=True)
+    y = w * 2
+    with torch.no_grad():
+        out = y.mul_(3)  # in place on a tensor already in a graph
+    assert out is y and out.grad_fn is not None  # the grad_fn it already had
+    out.sum().backward()
+    assert torch.equal(w.grad, torch.full((3,), 2.0))  # the x3 was not recorded: backward skips it
+    text = lesson.STATEMENTS["no_graph"].text
+    assert "a new output gets no `grad_fn`" in text and "in-place op returns its input" in text
