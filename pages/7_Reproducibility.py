@@ -101,14 +101,14 @@ with sources:
         st.dataframe(charts.draws_table(comparison), hide_index=True)
 
 st.subheader("Resume from a checkpoint")
-st.caption(lesson.RESUME_CAPTION)
+st.caption(lesson.resume_caption(steps, page.value("checkpoint")))
 keeps, checkpoint = st.columns([2, 3], gap="large")
 with keeps:
     for name, (_, label) in KEEP_FIELDS.items():
         st.toggle(label, key=key(name))
 with checkpoint:
     if steps > 2:
-        st.slider("Checkpoint after step", 1, steps - 1, key=key("checkpoint"))
+        st.slider(lesson.CHECKPOINT_LABEL, 1, steps - 1, key=key("checkpoint"))
     else:
         st.caption(lesson.SHORT_RUN_CHECKPOINT)
 resume_options = experiment.ResumeOptions(

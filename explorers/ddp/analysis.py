@@ -78,13 +78,14 @@ def same_order_every_epoch(run: DDPRun) -> bool | None:
 @dataclass(frozen=True)
 class GradientCheck:
     step: int
-    ranks_with_data: tuple[int, ...]  # ranks that trained on a batch in this step (the others had joined)
-    spread_across_ranks: float  # largest difference between two ranks' gradients after the all-reduce
-    gap_to_mean: float  # largest difference between the synced gradient and (sum of local gradients) / W
+    ranks_with_data: tuple[int, ...]  # ranks that recorded a local gradient in this step (the others had no batch)
+    spread_across_ranks: float  # largest difference between two of those ranks' gradients after the all-reduce
+    gap_to_share: float  # largest difference between the synced gradient and (sum of their local gradients) / W
+    gap_to_their_mean: float  # ... and the mean of their local gradients (the same as the share when all W trained)
 
 
 def gradient_checks(run: DDPRun) -> list[GradientCheck]:
-    """Per step, on the ranks that recorded it: are the synced gradients equal, and equal to the local mean?"""
+    """Per step, on the ranks that recorded it: are the synced gradients equal, and to what are they equal?"""
     world = run.world_size
     by_step: dict[int, list] = {}
     for rank in run.ranks:
@@ -93,16 +94,58 @@ def gradient_checks(run: DDPRun) -> list[GradientCheck]:
     checks = []
     for step, entries in sorted(by_step.items()):
         synced = [e.synced for _, e in entries]
-        mean = [sum(values) / world for values in zip(*(e.local for _, e in entries), strict=True)]
+        total = [sum(values) for values in zip(*(e.local for _, e in entries), strict=True)]
         checks.append(
             GradientCheck(
                 step=step,
                 ranks_with_data=tuple(r for r, _ in entries),
                 spread_across_ranks=max(_gap(s, synced[0]) for s in synced),
-                gap_to_mean=max(_gap(s, mean) for s in synced),
+                gap_to_share=max(_gap(s, [t / world for t in total]) for s in synced),
+                gap_to_their_mean=max(_gap(s, [t / len(entries) for t in total]) for s in synced),
             )
         )
     return checks
+
+
+MEAN = "mean"  # every rank trained: the synced gradient is the mean of all W local gradients
+SHARE = "share"  # some ranks had no batch: the synced gradient is the trained ranks' sum divided by W
+THEIR_MEAN = "their mean"  # some ranks had no batch, and the synced gradient is the mean of the others'
+NEITHER = "neither"  # none of these within float tolerance
+
+
+@dataclass(frozen=True)
+class Averaging:
+    """Steps whose synced gradient equalled the same thing, read off the recorded gradients."""
+
+    steps: tuple[int, ...]
+    trained: tuple[int, ...]  # ranks with a local gradient in these steps
+    absent: tuple[int, ...]  # ranks without one
+    equals: str  # MEAN, SHARE, THEIR_MEAN or NEITHER
+    gap: float  # the largest difference from it (from the nearer of the two when NEITHER)
+
+
+def averaging(run: DDPRun, tolerance: float) -> list[Averaging]:
+    """The steps grouped by what their synced gradient equalled, in the order the groups first occur."""
+    world = tuple(range(run.world_size))
+    groups: dict[tuple, list[GradientCheck]] = {}
+    for check in gradient_checks(run):
+        if len(check.ranks_with_data) == run.world_size:
+            equals = MEAN
+        elif check.gap_to_share <= tolerance and check.gap_to_share <= check.gap_to_their_mean:
+            equals = SHARE
+        elif check.gap_to_their_mean <= tolerance:
+            equals = THEIR_MEAN
+        else:
+            equals = NEITHER
+        groups.setdefault((check.ranks_with_data, equals), []).append(check)
+    found = []
+    for (trained, equals), checks in groups.items():
+        gaps = [c.gap_to_their_mean if equals == THEIR_MEAN else c.gap_to_share for c in checks]
+        if equals == NEITHER:
+            gaps = [min(c.gap_to_share, c.gap_to_their_mean) for c in checks]
+        absent = tuple(r for r in world if r not in trained)
+        found.append(Averaging(tuple(c.step for c in checks), trained, absent, equals, max(gaps)))
+    return found
 
 
 def _gap(a, b) -> float:
@@ -144,22 +187,61 @@ def trained_indices(run: DDPRun, epoch: int) -> dict[int, tuple[int, ...]]:
 
 
 def record_covers(rank: RankResult, epoch: int) -> bool:
-    """Whether the rank's record holds all of this epoch: it wrote its own ending, or it went on to a later epoch."""
-    return rank.recorded or any(m.epoch > epoch for m in rank.micro_steps)
+    """Whether the rank's record holds all of this epoch: it went on to a later epoch, or it finished the run
+    and wrote its own ending. A rank that failed did not finish the epoch it failed in."""
+    if any(m.epoch > epoch for m in rank.micro_steps) or len(rank.sampler_orders) > epoch + 1:
+        return True
+    return rank.recorded and rank.outcome == "finished"
 
 
 def batches_per_epoch(run: DDPRun) -> list[tuple[int | None, ...]]:
-    """Per epoch, the micro-batches each rank trained on; None (unknown, not 0) where its record ended early."""
+    """Per epoch, the micro-batches each rank ran; None (unknown, not 0) where its record does not cover the epoch."""
     epochs = max((m.epoch for r in run.ranks for m in r.micro_steps), default=-1) + 1
+    epochs = max(epochs, min((len(r.sampler_orders) for r in run.ranks), default=0))
     return [
         tuple(sum(m.epoch == e for m in r.micro_steps) if record_covers(r, e) else None for r in run.ranks)
         for e in range(epochs)
     ]
 
 
+@dataclass(frozen=True)
+class EpochProgress:
+    """What one rank's record says it ran in one epoch."""
+
+    completed: int  # micro-batches whose record is complete
+    known: bool  # the record covers the epoch, or the rank failed in it and wrote its own record as it failed
+    failed: bool  # the rank failed during this epoch, after `completed` micro-batches
+    failed_in_next: bool  # ... while that next micro-batch's backward was all-reducing (its call is recorded)
+
+
+def epoch_progress(run: DDPRun, epoch: int) -> tuple[EpochProgress, ...]:
+    found = []
+    for rank in run.ranks:
+        completed = sum(m.epoch == epoch for m in rank.micro_steps)
+        if record_covers(rank, epoch):
+            found.append(EpochProgress(completed, True, False, False))
+            continue
+        own = rank.recorded and rank.outcome == "failed" and len(rank.sampler_orders) == epoch + 1
+        following = len(rank.micro_steps)  # the run's index of the micro-batch after the last complete one
+        in_next = own and any(c.micro_batch == following and not c.shadow for c in rank.collectives)
+        found.append(EpochProgress(completed, own, own, in_next))
+    return tuple(found)
+
+
 def uneven_epochs(run: DDPRun) -> list[int]:
-    """Epochs in which the ranks whose records cover them ran different numbers of micro-batches."""
-    return [e for e, counts in enumerate(batches_per_epoch(run)) if len({c for c in counts if c is not None}) > 1]
+    """Epochs in which the ranks' shards held different numbers of samples, or the ranks whose records cover the
+    epoch ran different numbers of micro-batches."""
+    found = []
+    for e, counts in enumerate(batches_per_epoch(run)):
+        shards = {len(r.sampler_orders[e]) for r in run.ranks if e < len(r.sampler_orders)}
+        if len(shards) > 1 or len({c for c in counts if c is not None}) > 1:
+            found.append(e)
+    return found
+
+
+def shard_sizes(run: DDPRun, epoch: int) -> tuple[int | None, ...]:
+    """Per rank, the samples its sampler (or slice) listed for the epoch; None where its record has no list."""
+    return tuple(len(r.sampler_orders[epoch]) if epoch < len(r.sampler_orders) else None for r in run.ranks)
 
 
 def ran_out_after(run: DDPRun, epoch: int) -> dict[int, int]:

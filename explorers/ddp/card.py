@@ -13,7 +13,7 @@ from explorers.ddp import analysis, lesson
 from explorers.ddp.lesson import STATEMENTS
 from explorers.ddp.results import DDPRun
 from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S
-from explorers.ddp.words import LAUNCHERS, indices, sci, seconds
+from explorers.ddp.words import LAUNCHERS, indices, ranks, sci, seconds
 from explorers.units import format_bytes
 
 
@@ -36,8 +36,7 @@ def answer_card(run: DDPRun) -> AnswerCard:
         ),
         evidence=_evidence(run),
         recovery=(
-            "Uneven inputs: make shards even (DistributedSampler pads or drops) or wrap the loop in `Join`. "
-            + STATEMENTS["join_uneven"].text
+            _uneven_recovery(run)
             + f" A hung collective: a short process-group timeout (here {COLLECTIVE_TIMEOUT_S:g} s) turns a hang into "
             "an error naming the rank. "
             + STATEMENTS["default_timeout"].text
@@ -54,13 +53,29 @@ def answer_card(run: DDPRun) -> AnswerCard:
     )
 
 
+def _uneven_recovery(run: DDPRun) -> str:
+    """Join's promise with its scope; when this run had Join on and did not finish, what the run did instead."""
+    join = STATEMENTS["join_uneven"]
+    advice = "Uneven inputs: make shards even (DistributedSampler pads or drops) or wrap the loop in `Join`"
+    if not (run.options.join and run.outcome != "finished"):
+        return f"{advice}. {join.text} It holds {join.scope}."
+    line = f"{advice}, which lets every rank finish {join.scope}. This run had Join on and ended **{run.outcome}**"
+    found = analysis.first_sync_disagreement(run)
+    if found is not None:
+        return line + (
+            f": at micro-batch {found.micro_batch} of the run {ranks(found.all_reduced)} all-reduced while "
+            f"{ranks(found.under_no_sync)} ran backward under `no_sync()`."
+        )
+    failed = analysis.failed_ranks(run)
+    named = ", ".join(f"rank {r.rank} {r.outcome} during {r.phase}" for r in failed)
+    return line + (f": {named}." if named else ".")
+
+
 def _evidence(run: DDPRun) -> str:
     parts = [f"{run.world_size} rank(s), {run.backend}, outcome **{run.outcome}**."]
-    checks = [c for c in analysis.gradient_checks(run) if len(c.ranks_with_data) == run.world_size]
-    if checks and run.world_size > 1:
-        spread = max(c.spread_across_ranks for c in checks)
-        across = "identical on every rank" if spread == 0 else f"equal across ranks to {sci(spread)}"
-        parts.append(f"Synced gradients: {across}, the local mean to {sci(max(c.gap_to_mean for c in checks))}.")
+    averaging = lesson.averaging_evidence(run)
+    if averaging:
+        parts.append(averaging)
     if run.single_process is not None:
         parts.append(f"Against one process on the combined batches: {sci(run.single_process_max_diff)}.")
     epochs = analysis.sampler_epochs(run)
@@ -140,14 +155,16 @@ def comparison_rows(run: DDPRun) -> list[dict[str, str]]:
     """The two designs side by side, and what this run measured for each row DDP claims."""
     comm = analysis.communication(run)
     overlap = max(analysis.overlaps(run), key=lambda o: o.lead_ms, default=None)
-    checks = [c for c in analysis.gradient_checks(run) if len(c.ranks_with_data) == run.world_size]
+    checks = analysis.gradient_checks(run)
     spread = max((c.spread_across_ranks for c in checks), default=None)
+    every = all(len(c.ranks_with_data) == run.world_size for c in checks)
+    who = "every rank" if every else "the ranks that trained in a step"
     equal = (
-        "no step with every rank"
+        "not recorded: no rank finished a synchronised step"
         if spread is None
-        else "identical on every rank"
+        else f"identical on {who}"
         if spread == 0
-        else (f"equal across ranks to {sci(spread)}")
+        else f"equal on {who} to {sci(spread)}"
     )
     overlap_text = (
         "overlap not recorded"

@@ -14,8 +14,30 @@ from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S
 from explorers.ddp.words import code, plural, ranks, seconds
 
 
-def _counts(counts: tuple[int | None, ...]) -> str:
-    return ", ".join("unknown (its record ended early)" if c is None else str(c) for c in counts)
+def _progress(p: analysis.EpochProgress) -> str:
+    """What one rank ran in an epoch, as its record says: a count, how it failed, or unknown."""
+    if not p.known:
+        return "unknown (its record ended early)"
+    if not p.failed:
+        return str(p.completed)
+    if p.failed_in_next:  # its record holds the all-reduce that micro-batch's backward started
+        return f"{p.completed}, then failed during the {'first' if p.completed == 0 else 'next'}"
+    return f"{p.completed}, then failed"
+
+
+def ran_line(run: DDPRun, epoch: int) -> str:
+    """Uneven inputs: the shards' sizes and the micro-batches each rank ran in the epoch, from its record."""
+    progress = analysis.epoch_progress(run, epoch)
+    shards = analysis.shard_sizes(run, epoch)
+    line = f"Uneven inputs: in epoch {epoch} "
+    if None not in shards and len(set(shards)) > 1:
+        line += f"the ranks' shards held {', '.join(map(str, shards))} samples and "
+    if all(p.known and not p.failed for p in progress):
+        return line + f"the ranks ran {', '.join(str(p.completed) for p in progress)} micro-batches."
+    said: dict[str, list[int]] = {}
+    for rank, p in enumerate(progress):
+        said.setdefault(_progress(p), []).append(rank)
+    return line + "the ranks ran these micro-batches: " + "; ".join(f"{ranks(r)}: {t}" for t, r in said.items()) + "."
 
 
 def uneven_lines(run: DDPRun) -> list[str]:
@@ -24,10 +46,8 @@ def uneven_lines(run: DDPRun) -> list[str]:
     if not uneven and not failed:
         return []
     lines = []
-    counts = analysis.batches_per_epoch(run)
     if uneven:
-        epoch = uneven[0]
-        lines.append(f"Uneven inputs: in epoch {epoch} the ranks had {_counts(counts[epoch])} micro-batches.")
+        lines.append(ran_line(run, uneven[0]))
     if run.options.join and not failed:
         joined = [(r.rank, analysis.shadowed(r)) for r in run.ranks if analysis.shadowed(r)]
         if joined:

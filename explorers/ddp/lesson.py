@@ -148,39 +148,106 @@ def ran_out_clause(run: DDPRun) -> str:
     return f" In epoch 0 the ranks ran out of data at different steps: {', '.join(parts)} batches."
 
 
+def _trained(rank, epoch: int) -> list[int]:
+    return [i for m in rank.micro_steps if m.epoch == epoch for i in m.indices]
+
+
 def epoch_order_line(run: DDPRun) -> str | None:
+    """Rank 0's sampler order in epochs 0 and 1, and, where the run stopped before an epoch's list ran out, what
+    its batches held instead (from the batches that ran)."""
     epochs = analysis.sampler_epochs(run)
     same = analysis.same_order_every_epoch(run)
     if same is None or not run.options.uses_sampler:
         return None
     zero, one = epochs[0].orders[0], epochs[1].orders[0]
+    rank = run.ranks[0]
+    cut = [(e, _trained(rank, e)) for e in (0, 1) if _trained(rank, e) != list(epochs[e].orders[0])]
+    ran = ""
+    if cut:
+        steps = len({m.step for m in rank.micro_steps})
+        ended = (
+            f"the run stopped at its {plural(steps, 'step')}"
+            if steps == run.options.steps and rank.recorded and rank.outcome == "finished"
+            else "its record ends there"
+        )
+        trained = "; ".join(f"in epoch {e} on {indices(held) if held else 'none of them'}" for e, held in cut)
+        ran = f" Rank 0 trained {trained}: {ended}."
     if not run.options.shuffle:
+        again = "the same order" if same else "a different order"
         return (
-            f"shuffle=False: rank 0 saw {indices(zero)} in epoch 0 and {indices(one)} in epoch 1, the same order "
-            "each epoch whatever set_epoch does."
+            f"shuffle=False: rank 0's sampler listed {indices(zero)} in epoch 0 and {indices(one)} in epoch 1, "
+            f"{again} with set_epoch {'on' if run.options.set_epoch else 'off'}.{ran}"
         )
     if same:
         return (
-            f"Without set_epoch the shuffle is seeded the same every epoch: rank 0 saw {indices(zero)} in epoch 0 "
-            f"and again {indices(one)} in epoch 1. " + STATEMENTS["set_epoch"].text
+            f"Without set_epoch the shuffle is seeded the same every epoch: rank 0's sampler listed {indices(zero)} in "
+            f"epoch 0 and again {indices(one)} in epoch 1.{ran} " + STATEMENTS["set_epoch"].text
         )
-    return f"set_epoch reshuffled each epoch: rank 0 saw {indices(zero)} in epoch 0, then {indices(one)}."
+    listed = f"rank 0's sampler listed {indices(zero)} in epoch 0, then {indices(one)}"
+    return f"set_epoch reshuffled each epoch: {listed}.{ran}"
+
+
+def _steps(steps) -> str:
+    steps = list(steps)
+    return ("step " if len(steps) == 1 else "steps ") + " and ".join(", ".join(map(str, steps)).rsplit(", ", 1))
+
+
+def averaged_to(group: analysis.Averaging, run: DDPRun, short: bool = False) -> str:
+    """What a group of steps' synced gradient equalled, from the recorded gradients: "the mean of 4 local
+    gradients (to 5.2e-08)", or for steps some ranks had no batch in, the sum of the others' divided by W."""
+    world, trained, gap = run.world_size, len(group.trained), sci(group.gap)
+    if group.equals == analysis.MEAN:
+        return f"the mean of the {world} local gradients (to {gap})"
+    if group.equals == analysis.SHARE:
+        text = f"the sum of {trained} local gradients divided by {world} (to {gap})"
+        if short:
+            return text
+        joined = all(analysis.shadowed(run.ranks[r]) for r in group.absent)
+        return (
+            f"the sum of the local gradients of {ranks(group.trained)} divided by {world} (to {gap}), not their "
+            f"mean: {ranks(group.absent)} had no batch in {'it' if len(group.steps) == 1 else 'them'}"
+            + (" and, having joined, added zeros" if joined else "")
+        )
+    if group.equals == analysis.THEIR_MEAN:
+        return f"the mean of the {trained} local gradients of {ranks(group.trained)} (to {gap})"
+    return f"neither the mean of the {trained} local gradients nor their sum divided by {world} (off by {gap})"
 
 
 def averaging_line(run: DDPRun) -> str | None:
-    checks = analysis.gradient_checks(run)
-    full = [c for c in checks if len(c.ranks_with_data) == run.world_size]
-    if not full or run.world_size < 2:
+    """Per step, from the recorded gradients: were the synced gradients equal, and equal to what."""
+    groups = analysis.averaging(run, FLOAT_TOLERANCE)
+    if not groups or run.world_size < 2:
         return None
-    spread = max(c.spread_across_ranks for c in full)
-    gap = max(c.gap_to_mean for c in full)
+    checks = analysis.gradient_checks(run)
+    spread = max(c.spread_across_ranks for c in checks)
     same = "exactly the same gradient" if spread == 0 else f"the same gradient (largest difference {sci(spread)})"
+    how = f"each rank divided its bucket by {run.world_size} and the all-reduce summed them."
+    if len(groups) == 1 and groups[0].equals == analysis.MEAN:
+        everyone = "both" if run.world_size == 2 else f"all {run.world_size}"
+        return (
+            f"After each step's all-reduce, {everyone} ranks held {same} over {plural(len(checks), 'step')}, equal "
+            f"to the mean of their local gradients to {sci(groups[0].gap)}: {how}"
+        )
+    parts = [f"{_steps(g.steps).capitalize()}: {averaged_to(g, run)}." for g in groups]
     return (
-        f"After each backward, {'both' if run.world_size == 2 else f'all {run.world_size}'} ranks held {same} "
-        f"over {plural(len(full), 'step')}, equal to "
-        f"the mean of their local gradients to {sci(gap)}: each rank divided its bucket by {run.world_size} and "
-        "the all-reduce summed them."
+        f"After each step's all-reduce, the ranks that trained in it held {same} ({plural(len(checks), 'step')}). "
+        + " ".join(parts)
+        + f" {how[0].upper()}{how[1:]}"
     )
+
+
+def averaging_evidence(run: DDPRun) -> str | None:
+    """The card's short form of the averaging line, from the same groups."""
+    groups = analysis.averaging(run, FLOAT_TOLERANCE)
+    if not groups or run.world_size < 2:
+        return None
+    spread = max(c.spread_across_ranks for c in analysis.gradient_checks(run))
+    who = "every rank" if all(g.equals == analysis.MEAN for g in groups) else "the ranks that trained in a step"
+    across = f"identical on {who}" if spread == 0 else f"equal on {who} to {sci(spread)}"
+    if len(groups) == 1:
+        return f"Synced gradients: {across}, {averaged_to(groups[0], run, short=True)}."
+    parts = "; ".join(f"{_steps(g.steps)}: {averaged_to(g, run, short=True)}" for g in groups)
+    return f"Synced gradients: {across}; {parts}."
 
 
 def single_process_lines(run: DDPRun) -> list[str]:

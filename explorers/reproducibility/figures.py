@@ -165,7 +165,7 @@ def resume_figure(r: ResumeResult) -> go.Figure:
     figure.add_annotation(x=k - 0.5, y=1, yref="paper", text="checkpoint", showarrow=False, xanchor="right")
     figure.update_xaxes(title="step")
     figure.update_yaxes(title="training loss")
-    return _style(figure, f"Straight through vs resumed at step {k}", height=480)
+    return _style(figure, f"Straight through vs resumed after {lesson.plural_steps(k)}", height=480)
 
 
 def resume_table(r: ResumeResult) -> pd.DataFrame:

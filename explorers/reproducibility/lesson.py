@@ -2,7 +2,9 @@
 
 A sentence about a source of randomness says which case applied in this comparison (the job
 drew from it in the process where it was left unseeded, or it did not) and what the runs then
-showed; a branch whose condition the runs do not meet is not said. Steps count from 0.
+showed; a branch whose condition the runs do not meet is not said. Steps count from 0, in the
+charts' numbering; a checkpoint written after k steps holds the state after step k - 1, and a run resumed from it
+starts at step k.
 """
 
 from __future__ import annotations
@@ -29,6 +31,16 @@ STATEMENTS = {
         scope="the CPU default generator of a fresh interpreter; `torch.initial_seed()` reports the seed it got",
         source="aten/src/ATen/CPUGeneratorImpl.cpp: getDefaultCPUGenerator (seeded from c10::detail::"
         "getNonDeterministicRandom)",
+    ),
+    "first_call_imports": Statement(
+        text="In a new process, whichever comes first of building a `torch.optim` optimizer and "
+        "`torch.use_deterministic_algorithms(True)` imports `torch._dynamo` and `torch._inductor`; the other finds "
+        "them loaded, so a job that builds an optimizer pays that import with the flag off too.",
+        scope="torch 2.13 in an interpreter that has not imported them yet; an optimizer given at least one "
+        "parameter (its first `add_param_group`, wrapped by `torch._disable_dynamo`, imports torch._dynamo, which "
+        "imports torch._inductor); an empty parameter list raises before that",
+        source="torch/optim/optimizer.py: Optimizer.__init__, add_param_group; torch/_compile.py: _disable_dynamo; "
+        "torch/__init__.py: use_deterministic_algorithms (imports torch._inductor.config)",
     ),
     "weights_only": Statement(
         text="`torch.load(weights_only=True)` rebuilds tensors and plain containers only and runs no code from "
@@ -191,25 +203,28 @@ def _span(values: list[float]) -> str:
     return low if low == high else f"{low} to {high}"
 
 
+FIRST_IMPORT = {  # the job's phase in which a fresh process first had the heavy modules loaded
+    "seeding": "turning on deterministic algorithms",
+    "building": "building the data, the model and Adam",
+}
+
+
 def cost_line(c: Comparison) -> str:
-    """What a fresh process cost, phase by phase, and which heavy imports each phase triggered."""
+    """What a fresh process cost, phase by phase, and where it first imported torch's compiler modules."""
     starts = [run.start_s for run in c.runs]
     totals = [run.total_s for run in c.runs]
+    setup = max(run.timings["seeding"] + run.timings["building"] for run in c.runs)
     line = (
         f"Each run was a new Python process: starting it and importing torch took {_span(starts)} of its "
-        f"{_span(totals)}"
+        f"{_span(totals)}; setting up the job (seeds and flags, data, model, Adam) took up to {seconds(setup)}"
     )
-    why = {
-        "seeding": "turning on deterministic algorithms",
-        "building": "building the job (Adam's first parameter group)",
-    }
-    for phase, doing in why.items():
-        imported = c.runs[0].imports.get(phase, [])
-        if imported:
-            spent = max(run.timings[phase] for run in c.runs)
-            line += f"; {doing} imported {_joined([f'`{name}`' for name in imported])}, up to {seconds(spent)}"
+    first = next((phase for phase in FIRST_IMPORT if c.runs[0].imports.get(phase)), None)
+    if first is not None:
+        names = _joined([f"`{name}`" for name in c.runs[0].imports[first]])
+        line += f" and imported {names}, first while {FIRST_IMPORT[first]}"
     steps = max(run.timings["steps"] for run in c.runs)
-    return line + f"; the {c.steps} steps themselves took up to {seconds(steps)}."
+    line += f"; the {c.steps} steps themselves took up to {seconds(steps)}."
+    return line + (" " + STATEMENTS["first_call_imports"].text if first is not None else "")
 
 
 def explain(c: Comparison) -> list[str]:
@@ -232,6 +247,11 @@ def explain(c: Comparison) -> list[str]:
 # --- Resume ------------------------------------------------------------------------------------------------
 
 
+def plural_steps(k: int) -> str:
+    """The checkpoint holds the state after k steps: steps 0 to k - 1 in the charts' numbering."""
+    return f"{k} step{'s' if k != 1 else ''}"
+
+
 def variant_name(run: ResumedRun) -> str:
     return "with full state" if not run.forgotten else "without " + _joined(run.forgotten)
 
@@ -241,16 +261,19 @@ def resume_line(r: ResumeResult, run: ResumedRun) -> str:
     name = variant_name(run)
     if run.equal and run.first_divergent_step is None:
         return (
-            f"Resumed at step {k} {name}: every later loss and the final parameters matched the "
+            f"Resumed after {plural_steps(k)} {name}: every later loss and the final parameters matched the "
             "straight-through run bit for bit."
         )
-    line = f"Resumed at step {k} {name}: "
+    line = f"Resumed after {plural_steps(k)} {name}: "
     s = run.first_divergent_step
     if s is None:
         line += f"every loss matched, but the final parameters differ by up to {num(run.max_param_diff)}"
         return line + "."
     if s > k:
-        line += f"the loss at step {k} still matched (computed from the restored weights before any update), then "
+        line += (
+            f"the loss at step {k}, its first, still matched (computed from the restored weights before any update), "
+            "then "
+        )
     line += f"from step {s} the losses differ by up to {num(run.max_loss_diff)}; final parameters by up to "
     line += f"{num(run.max_param_diff)}"
     why = []
@@ -297,13 +320,20 @@ def predict_evidence(with_workers: Comparison, main_process: Comparison) -> tupl
 
 # --- The page's words, here so that claims tests can reach them --------------------------------------------------
 
-RESUME_CAPTION = (
-    "One process trains straight through and writes a checkpoint after the chosen step; each resumed run is a new "
-    "process that loads it with `torch.load(weights_only=True)`, restores what you keep, and trains to the end. "
-    "All seeds set, data read in the main process."
-)
+
+def resume_caption(total_steps: int, checkpoint_at: int) -> str:
+    """The resume section's caption, for the steps and the checkpoint chosen."""
+    return (
+        f"One process trains straight through {total_steps} steps (0 to {total_steps - 1}) and writes a checkpoint "
+        f"after {plural_steps(checkpoint_at)}; each resumed run is a new process that loads it with "
+        f"`torch.load(weights_only=True)`, restores what you keep, and trains from step {checkpoint_at} to the end. "
+        "All seeds set, data read in the main process."
+    )
+
+
 CPU_ONLY = "This lab's job runs on the CPU; the device choice does not apply to it."
-SHORT_RUN_CHECKPOINT = "With 2 steps, the checkpoint is written after step 1."
+SHORT_RUN_CHECKPOINT = "With 2 steps, the checkpoint is written after 1 step: the resumed runs start at step 1."
+CHECKPOINT_LABEL = "Checkpoint after (steps)"
 MANIFESTS_IDENTICAL = "The two manifests are identical, field for field."
 COMPARE_MANIFESTS = "**Compare two manifests.** Run 1 against the last run, unless you upload your own for either side."
 DRAWS_CAPTION = "Run 1's first two batches: who made them, and the scales drawn"

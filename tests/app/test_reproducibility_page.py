@@ -35,7 +35,7 @@ def test_opens_bitwise_equal_with_charts_resume_and_manifest():
     assert not at.exception
     assert badge(at).startswith("Bitwise equal: 2 fresh runs")
     assert len(at.get("plotly_chart")) == 3  # losses, differences, resume
-    assert any(s.value.startswith("Resumed at step 8 with full state") for s in at.success)
+    assert any(s.value.startswith("Resumed after 8 steps with full state") for s in at.success)
     assert any(s.value.startswith("The two manifests are identical") for s in at.success)
     assert at.query_params["torch"] == "1" and at.query_params["runs"] == "2" and at.query_params["checkpoint"] == "8"
     assert len(at.dataframe[1].value) == 2  # one row per run
@@ -92,7 +92,7 @@ def test_forgetting_the_optimizer_state_shows_the_divergence():
     at = open_page(PAGE)
     at.toggle(key=key("keep_optimizer")).set_value(False).run()
     assert not at.exception and at.query_params["keep_optimizer"] == "0"
-    shown = [e.value for e in at.error if e.value.startswith("Resumed at step 8 without optimizer state")]
+    shown = [e.value for e in at.error if e.value.startswith("Resumed after 8 steps without optimizer state")]
     assert shown and "from step 9 the losses differ" in shown[0]
 
 

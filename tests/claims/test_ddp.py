@@ -46,6 +46,10 @@ CASES = {
     "no_join": {"sharding": "strided", "per_rank_batch": 2, "dataset_size": 9, "join": False},
     "default": {},
     "torchrun": {"launcher": "torchrun"},
+    # The audit's settings (the page's opening run with another knob turned):
+    "strided": {"world_size": 4, "per_rank_batch": 2, "sharding": "strided"},
+    "strided_accumulation": {"world_size": 4, "per_rank_batch": 2, "sharding": "strided", "accumulation": 2},
+    "three_steps": {"world_size": 4, "per_rank_batch": 2, "steps": 3, "shuffle": True, "set_epoch": False},
 }
 
 
@@ -138,7 +142,7 @@ def local_gradients_are_each_ranks_own_batch_gradient(runs):
 
 def averaging_sentence_quotes_the_measured_gap(runs):
     run = runs["padding"]
-    line = sentence(lesson.explain(run), "^After each backward")
+    line = sentence(lesson.explain(run), "^After each step's all-reduce")
     gap = number(re.search(r"local gradients to (\S+?):", line).group(1))
     measured = 0.0
     for s in range(len(run.ranks[0].steps)):
@@ -188,7 +192,8 @@ def without_set_epoch_every_epoch_repeats_its_order(runs):
     line = sentence(lesson.explain(run), "^Without set_epoch")
     order = shards(run.options, 0)[0]  # the sampler's epoch stays 0 when nobody calls set_epoch
     assert shards(run.options, 1)[0] != order  # what set_epoch(1) would have given
-    assert f"rank 0 saw {', '.join(map(str, order))} in epoch 0 and again {', '.join(map(str, order))}" in line
+    listed = ", ".join(map(str, order))
+    assert f"rank 0's sampler listed {listed} in epoch 0 and again {listed}" in line
     assert list(run.ranks[0].sampler_orders[1]) == order
 
 
@@ -197,7 +202,7 @@ def set_epoch_reshuffles(runs):
     line = sentence(lesson.explain(run), "^set_epoch reshuffled")
     first, second = shards(run.options, 0)[0], shards(run.options, 1)[0]
     assert first != second
-    assert f"saw {', '.join(map(str, first))} in epoch 0, then {', '.join(map(str, second))}" in line
+    assert f"listed {', '.join(map(str, first))} in epoch 0, then {', '.join(map(str, second))}" in line
     assert [list(o) for o in run.ranks[0].sampler_orders] == [first, second]
 
 
@@ -235,7 +240,10 @@ def join_shadows_the_missing_steps(runs):
     assert f"rank 1 shadowed {batches[0] - batches[1]} all-reduce" in line
     assert all(r.outcome == "finished" for r in run.ranks)
     uneven = sentence(lesson.explain(run), "^Uneven inputs")
-    assert f"the ranks had {batches[0]}, {batches[1]} micro-batches" in uneven
+    assert (
+        f"shards held {sizes[0]}, {sizes[1]} samples and the ranks ran {batches[0]}, {batches[1]} micro-batches"
+        in uneven
+    )
 
 
 def without_join_collectives_pair_by_order_then_time_out(runs):
@@ -428,6 +436,126 @@ def test_the_timeout_sentence_gives_each_backends_default(runs):
     line = sentence(lesson.explain(runs["no_join"]), "gave up after the process group's")
     assert "(the default is 30 minutes)" not in line
     assert STATEMENTS["default_timeout"].text in line
+
+
+# --- The audit of the DDP and Reproducibility labs: sentences at non-default settings --------------------------
+
+
+def strided_batches(world, size, batch, epochs, steps):
+    """Per step, each rank's batch (None once its slice ran out): the slices rank::W, DataLoader order, Join's
+    global step count (a step ends when the longest slice's batch does)."""
+    slices = [list(range(r, size, world)) for r in range(world)]
+    per_epoch = max(math.ceil(len(s) / batch) for s in slices)
+    found = []
+    for _ in range(epochs):
+        for b in range(per_epoch):
+            if len(found) == steps:
+                return found
+            found.append([s[b * batch : b * batch + batch] or None for s in slices])
+    return found
+
+
+def test_synced_gradients_are_the_mean_only_where_every_rank_trained(runs):
+    """Finding 1: with Join and uneven slices, a step some ranks had no batch for is the others' sum / W."""
+    run = runs["strided"]
+    x, y = data(10, 0)
+    net, world = model(0), 4
+    expected_kinds = {}
+    for step, batches in enumerate(strided_batches(world, 10, 2, epochs=2, steps=8)):
+        local = []
+        for chosen in batches:
+            if chosen is None:
+                continue
+            net.zero_grad()
+            nn.functional.mse_loss(net(x[chosen].double()), y[chosen].double()).backward()
+            local.append(flat(p.grad for p in net.parameters()))
+        synced = sum(local) / world  # DDP's division by W; a joined rank adds zeros
+        recorded = run.ranks[0].synced_grads[step]
+        assert torch.allclose(recorded, synced, atol=1e-6), step
+        if len(local) < world:
+            their_mean = sum(local) / len(local)
+            assert (recorded - their_mean).abs().max() > 1e-3  # not the mean of the gradients that were computed
+        expected_kinds[step] = len(local)
+        with torch.no_grad():
+            for p, g in zip(net.parameters(), torch.split(synced, [p.numel() for p in net.parameters()]), strict=True):
+                p -= LR * g.reshape(p.shape)
+    assert expected_kinds == {0: 4, 1: 2, 2: 4, 3: 2}
+    line = sentence(lesson.explain(run), "^After each step's all-reduce")
+    assert "Steps 0 and 2: the mean of the 4 local gradients" in line
+    assert "Steps 1 and 3: the sum of the local gradients of ranks 0 and 1 divided by 4" in line
+    assert "ranks 2 and 3 had no batch in them" in line and "After each backward" not in line
+    evidence = card.answer_card(run).evidence
+    assert "the local mean" not in evidence
+    assert "steps 0 and 2: the mean of the 4 local gradients" in evidence
+    assert "steps 1 and 3: the sum of 2 local gradients divided by 4" in evidence
+    # With accumulation, the no_sync backwards did not communicate: the sentence is about each step's all-reduce.
+    accumulated = sentence(lesson.explain(runs["accumulation"]), "^After each step's all-reduce")
+    assert "After each backward" not in accumulated
+
+
+def test_the_card_keeps_joins_scope_when_the_run_with_join_failed(runs):
+    """Finding 2: Join on, accumulation over slices of different lengths: the run fails, so the scope-free promise
+    is not shown."""
+    run = runs["strided_accumulation"]
+    slices = [len(range(r, 10, 4)) for r in range(4)]
+    batches = [math.ceil(n / 2) for n in slices]
+    first_sync = [min(2, b) - 1 for b in batches]  # the micro-batch whose backward all-reduces first
+    assert slices == [3, 3, 2, 2] and first_sync == [1, 1, 0, 0] and run.options.join
+    assert run.outcome != "finished"
+    recovery = card.answer_card(run).recovery
+    assert STATEMENTS["join_uneven"].text not in recovery
+    assert STATEMENTS["join_uneven"].scope in recovery
+    assert f"This run had Join on and ended **{run.outcome}**" in recovery
+    assert "ranks 2 and 3 all-reduced while ranks 0 and 1 ran backward under `no_sync()`" in recovery
+    finished = card.answer_card(runs["strided"]).recovery  # a run that finished under Join: the promise, scoped
+    assert STATEMENTS["join_uneven"].text in finished and STATEMENTS["join_uneven"].scope in finished
+
+
+def test_micro_batch_counts_say_what_ran(runs):
+    """Finding 3: one definition, the micro-batches each rank ran, from its record; failed and unknown said so."""
+    slices = [len(range(r, 10, 4)) for r in range(4)]
+    counts = [math.ceil(n / 2) for n in slices]
+    finished = sentence(lesson.explain(runs["strided"]), "^Uneven inputs")
+    assert f"shards held {', '.join(map(str, slices))} samples" in finished
+    assert f"the ranks ran {', '.join(map(str, counts))} micro-batches" in finished
+
+    run = runs["strided_accumulation"]
+    lines = lesson.explain(run)
+    line = sentence(lines, "^Uneven inputs")
+    assert f"shards held {', '.join(map(str, slices))} samples" in line
+    assert not re.search(r"ran [\d, ]+ micro-batches", line)  # no rank finished its epoch: no bare counts
+    for rank in run.ranks:
+        completed = sum(m.epoch == 0 for m in rank.micro_steps)
+        started = any(c.micro_batch == len(rank.micro_steps) and not c.shadow for c in rank.collectives)
+        if not rank.recorded:
+            expected = "unknown (its record ended early)"
+        elif started:
+            expected = f"{completed}, then failed during the {'first' if completed == 0 else 'next'}"
+        else:
+            expected = f"{completed}, then failed"
+        assert re.search(rf"rank[s]? [\d, and]*\b{rank.rank}\b[\d, and]*: {re.escape(expected)}", line), (rank, line)
+    disagreement = sentence(lines, "^At micro-batch 0 of the run")
+    named = re.search(r"^At micro-batch 0 of the run, ranks? ([\d, and]+) all-reduced", disagreement).group(1)
+    for r in map(int, re.findall(r"\d+", named)):  # they all-reduced at micro-batch 0: they ran it, and failed
+        if run.ranks[r].recorded:
+            assert re.search(rf"rank[s]? [\d, and]*\b{r}\b[\d, and]*: 0, then failed during the first", line)
+
+
+def test_the_epoch_order_sentence_says_what_the_cut_epoch_trained_on(runs):
+    """Finding 4: the step limit ended epoch 1 early; the sentence says which of its samples rank 0 trained on."""
+    run = runs["three_steps"]
+    order = shards(run.options, 0)[0]  # no set_epoch: epoch 1 lists the same order
+    loader = torch.utils.data.DataLoader(order, batch_size=2)
+    per_epoch = [list(map(int, b)) for b in loader]
+    trained = [per_epoch[s % len(per_epoch)] for s in range(3)]  # steps 0 and 1 in epoch 0, step 2 in epoch 1
+    epoch_one = trained[len(per_epoch) :]
+    assert [i for b in epoch_one for i in b] != order
+    line = sentence(lesson.explain(run), "^Without set_epoch")
+    listed = ", ".join(map(str, order))
+    held = ", ".join(str(i) for b in epoch_one for i in b)
+    assert f"rank 0 saw {listed} in epoch 0 and again {listed} in epoch 1" not in line
+    assert f"listed {listed} in epoch 0 and again {listed} in epoch 1" in line
+    assert f"Rank 0 trained in epoch 1 on {held}: the run stopped at its 3 steps" in line
 
 
 # --- The Statements, tried on the zoo with plain torch ------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pathlib
 import pickle
 import re
 import subprocess
@@ -21,7 +22,7 @@ import pytest
 import torch
 
 from explorers import engine, units
-from explorers.reproducibility import card, lesson, manifest
+from explorers.reproducibility import card, figures, lesson, manifest
 from explorers.reproducibility.experiment import CompareOptions, ResumeOptions, compare_runs, resume_study
 from tests.claims.falsify import falsifies
 
@@ -151,20 +152,72 @@ def test_a_generator_made_in_init_hands_every_worker_the_same_numbers(worker_fac
 # --- What the job's first calls cost ----------------------------------------------------------------------------------
 
 
-def test_adam_and_deterministic_algorithms_import_what_the_lab_says():
-    """Whichever comes first in a new process, Adam or the deterministic flag, imports torch's compiler stack."""
-    check = "import sys, json, torch\nm = torch.nn.Linear(2, 2)\nbefore = [n in sys.modules for n in NAMES]\n{}\n"
-    check += "print(json.dumps([before, [n in sys.modules for n in NAMES]]))\n"
-    names = "NAMES = ('torch._dynamo', 'torch._inductor')\n"
-    adam = fresh_python(names + check.format("torch.optim.Adam(m.parameters())"))
-    deterministic = fresh_python(names + check.format("torch.use_deterministic_algorithms(True)"))
-    assert adam == deterministic == [[False, False], [True, True]]
-    without = lesson.cost_line(measured(compare_runs, TORCH_ONLY))
-    assert "building the job (Adam's first parameter group) imported `torch._dynamo` and `torch._inductor`" in without
-    assert "deterministic" not in without
-    seeded = lesson.cost_line(measured(compare_runs, ALL_SEEDED))
-    assert "turning on deterministic algorithms imported `torch._dynamo` and `torch._inductor`" in seeded
-    assert "building the job" not in seeded  # Adam found them imported already
+FIRST_IMPORTS = r"""
+import json, sys
+import torch
+from tests.zoo import ZOO
+
+NAMES = ("torch._dynamo", "torch._inductor")
+loaded = lambda: [n in sys.modules for n in NAMES]
+first, then = sys.argv[1], sys.argv[2]
+model = ZOO[sys.argv[3]].build()[0] if sys.argv[3] in ZOO else torch.nn.Identity()  # Identity: no parameter
+steps = {
+    "adam": lambda: torch.optim.Adam(model.parameters()),
+    "sgd": lambda: torch.optim.SGD(model.parameters(), lr=0.1),
+    "flag": lambda: torch.use_deterministic_algorithms(True),
+}
+found = {"before": loaded()}
+try:
+    steps[first]()
+    found["error"] = None
+except ValueError as error:
+    found["error"] = str(error)
+found["after_first"] = loaded()
+steps[then]()
+found["after_then"] = loaded()
+print(json.dumps(found))
+"""
+
+
+@falsifies(lesson.STATEMENTS["first_call_imports"])
+def test_an_optimizer_or_the_deterministic_flag_whichever_is_first_imports_the_compiler_stack():
+    cases = [  # (first, then, zoo specimen)
+        ("adam", "flag", "plain_mlp"),
+        ("sgd", "flag", "tied_weights"),
+        ("flag", "adam", "dict_model"),
+        ("adam", "flag", "frozen"),  # parameters that do not require grad: still an optimizer's param group
+        ("sgd", "flag", "add_only"),
+        ("adam", "flag", "no parameters"),  # the scope's empty parameter list, which raises first
+    ]
+    env = {**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[2])}
+    started = [
+        subprocess.Popen([sys.executable, "-c", FIRST_IMPORTS, *case], stdout=subprocess.PIPE, text=True, env=env)
+        for case in cases
+    ]
+    results = [json.loads(p.communicate(timeout=300)[0]) for p in started]
+    for (first, _, name), found in zip(cases, results, strict=True):
+        assert found["before"] == [False, False], name
+        if name == "no parameters":
+            assert "empty parameter list" in found["error"] and found["after_first"] == [False, False]
+            assert found["after_then"] == [True, True]  # the flag imported them instead
+            continue
+        assert found["error"] is None and found["after_first"] == [True, True], (first, name)
+        assert found["after_then"] == [True, True]
+
+
+def test_the_import_cost_is_the_jobs_set_up_not_the_flags():
+    """Finding 6: the job imports torch._dynamo and torch._inductor with the flag on or off; the lab does not
+    charge the import to the flag."""
+    for options in (TORCH_ONLY, ALL_SEEDED):
+        c = measured(compare_runs, options)
+        line = lesson.cost_line(c)
+        setup = max(run.timings["seeding"] + run.timings["building"] for run in c.runs)
+        assert f"setting up the job (seeds and flags, data, model, Adam) took up to {setup:.1f} s" in line
+        assert "imported `torch._dynamo` and `torch._inductor`" in line
+        assert "turning on deterministic algorithms imported" not in line
+        assert lesson.STATEMENTS["first_call_imports"].text in line
+    assert "first while building the data, the model and Adam" in lesson.cost_line(measured(compare_runs, TORCH_ONLY))
+    assert "first while turning on deterministic algorithms" in lesson.cost_line(measured(compare_runs, ALL_SEEDED))
 
 
 # --- Resume --------------------------------------------------------------------------------------------------------
@@ -282,3 +335,42 @@ def test_the_prediction_question_follows_the_options_it_runs():
         question = lesson.predict_question(options)
         assert f"are {runs} fresh runs" in question
         assert (f"{workers} DataLoader workers" if workers else "no DataLoader workers") in question
+
+
+def test_the_card_scopes_what_would_prove_it_wrong_to_fully_seeded_manifests():
+    """Finding 5: with torch unseeded, the manifests agree before `result` and the digests differ, as the lab's
+    normal run: the card's test must not fire on it."""
+    unseeded = measured(compare_runs, dataclasses.replace(ALL_SEEDED, seed_torch=False, runs=2, steps=4))
+    left, right = (run.manifest for run in unseeded.runs)
+    assert {k: v for k, v in left.items() if k != "result"} == {k: v for k, v in right.items() if k != "result"}
+    assert left["result"]["final_parameters_digest"] != right["result"]["final_parameters_digest"]
+    assert left["seeds"]["torch"] is False
+    wording = card.answer_card(
+        unseeded, measured(resume_study, ResumeOptions(total_steps=4, checkpoint_at=2))
+    ).could_prove_wrong
+    assert "record every source seeded" in wording and "deterministic algorithms on" in wording
+    assert "This comparison is not such a test: its manifests record torch unseeded." in wording
+
+
+def test_the_checkpoint_is_numbered_by_the_steps_it_holds():
+    """Finding 7: a checkpoint after k steps holds steps 0 to k - 1; the resumed run's first step is step k."""
+    total, k = 4, 3
+    r = measured(resume_study, ResumeOptions(total_steps=total, checkpoint_at=k))
+    full = next(run for run in r.resumed if not run.forgotten)
+    assert len(r.straight_losses) == total and len(full.losses) == total - k  # one step left to run: step 3
+    assert full.losses == r.straight_losses[k:]
+    line = lesson.resume_line(r, full)
+    assert line.startswith(f"Resumed after {k} steps with full state")
+    assert "at step" not in line.split(":")[0]
+    figure = figures.resume_figure(r)
+    assert figure.layout.title.text == f"Straight through vs resumed after {k} steps"
+    assert list(figure.data[1].x) == list(range(k, total))
+    caption = lesson.resume_caption(total, k)
+    assert f"after {k} steps" in caption and f"trains from step {k} to the end" in caption
+    assert lesson.CHECKPOINT_LABEL != "Checkpoint after step"
+    evidence = card.answer_card(measured(compare_runs, dataclasses.replace(ALL_SEEDED, steps=4)), r).evidence
+    assert f"Resumed after {k} steps with full state" in evidence
+    assert "step None" not in evidence  # a resumed run whose every loss matched has no first differing step
+    for run in r.resumed:
+        if run.first_divergent_step is not None and run.first_divergent_step > k:
+            assert f"the loss at step {k}, its first, still matched" in lesson.resume_line(r, run)
