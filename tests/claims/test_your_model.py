@@ -326,3 +326,24 @@ def test_every_api_on_the_zoo_leaves_the_callers_model_untouched(name, tmp_path)
             trace_path=tmp_path / "t.json",
         )  # fmt: skip
     assert_untouched(model, as_dict, before)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_memory_peaks_on_real_models_equal_memtrackers(name):
+    """Each training step's peak, as memory.measure reports it, against PyTorch's own MemTracker on a copy."""
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    model, batch, _ = build(name)
+    measured = memory.measure(model, batch, optimizer="adam", loss_fn=own_loss)
+    twin = copy.deepcopy(model)
+    optimizer = torch.optim.Adam(twin.parameters(), lr=1e-3, foreach=False)
+    peaks = []
+    for _ in range(2):
+        tracker = MemTracker()
+        tracker.track_external(twin, optimizer, *batch.values())
+        with tracker:
+            own_loss(twin(**batch), batch).backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        peaks.append(max(s["Total"] for s in tracker.get_tracker_snapshot("peak").values()))
+    assert [measured.first_step.peak, measured.steady_step.peak] == peaks
