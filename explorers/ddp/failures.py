@@ -103,7 +103,7 @@ def pairing_line(pairing: analysis.Pairing) -> str:
             "whatever step each belonged to."
         )
     callers = [r for r, p in enumerate(pairing.positions) if isinstance(p, tuple)]
-    return f"All-reduce call {pairing.call} found no partner on every rank ({where}): {ranks(callers)} waited."
+    return f"All-reduce call {pairing.call} had no partner ({where}): {ranks(callers)} made it and waited."
 
 
 def sync_disagreement_line(run: DDPRun) -> str | None:

@@ -254,10 +254,10 @@ def single_process_lines(run: DDPRun) -> list[str]:
     single = run.single_process
     if single is None:
         return []
-    options = run.options
-    k = f" × {options.accumulation} micro-batches" if options.accumulation > 1 else ""
+    per_step = analysis.samples_per_step(run)  # what the ranks trained on together, from their records
+    sizes = f" ({indices(per_step)} samples per step)" if per_step else ""
     head = (
-        f"One process trained on the same combined batches ({options.per_rank_batch} × {run.world_size} ranks{k}) "
+        f"One process trained on the same combined batches{sizes} "
         f"ends with parameters within **{sci(single.max_param_diff)}** of DDP's"
     )
     if single.max_param_diff <= FLOAT_TOLERANCE:

@@ -33,9 +33,9 @@ STATEMENTS = {
         "getNonDeterministicRandom)",
     ),
     "first_call_imports": Statement(
-        text="In a new process, whichever comes first of building a `torch.optim` optimizer and "
-        "`torch.use_deterministic_algorithms(True)` imports `torch._dynamo` and `torch._inductor`; the other finds "
-        "them loaded, so a job that builds an optimizer pays that import with the flag off too.",
+        text="In a new process, whichever comes first of building a `torch.optim` optimizer and calling "
+        "`torch.use_deterministic_algorithms` (with True or False) imports `torch._dynamo` and `torch._inductor`; "
+        "the other finds them loaded, so a job that builds an optimizer pays that import whatever the flag.",
         scope="torch 2.13 in an interpreter that has not imported them yet; an optimizer given at least one "
         "parameter (its first `add_param_group`, wrapped by `torch._disable_dynamo`, imports torch._dynamo, which "
         "imports torch._inductor); an empty parameter list raises before that",

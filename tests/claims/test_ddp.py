@@ -708,3 +708,16 @@ def test_without_set_epoch_a_shuffling_sampler_repeats_its_order():
         assert all(list(sampler) == first for _ in range(3))  # no set_epoch: epochs 1, 2, 3 as epoch 0
         sampler.set_epoch(1)
         assert list(sampler) != first or size < 3
+
+
+def test_the_single_process_sentence_quotes_the_batches_that_ran_and_a_lone_call_is_not_said_to_miss_every_rank():
+    """Second audit: with drop_last and accumulation 3 no step combined 3 micro-batches; a call two ranks made
+    had no partner, not 'no partner on every rank'."""
+    run = ddp.train(world_size=4, per_rank_batch=2, dataset_size=10, drop_last=True, accumulation=3)
+    steps = sorted({m.step for r in run.ranks for m in r.micro_steps})
+    combined = [sum(len(m.indices) for r in run.ranks for m in r.micro_steps if m.step == s) for s in steps]
+    line = lesson.single_process_lines(run)[0]
+    assert "× 3 micro-batches" not in line and all(size == 8 for size in combined)
+    assert f"({', '.join(map(str, combined))} samples per step)" in line
+    stuck = ddp.train(world_size=4, sharding="strided", join=False)
+    assert "found no partner on every rank" not in " ".join(ddp.explain(stuck))

@@ -165,6 +165,7 @@ steps = {
     "adam": lambda: torch.optim.Adam(model.parameters()),
     "sgd": lambda: torch.optim.SGD(model.parameters(), lr=0.1),
     "flag": lambda: torch.use_deterministic_algorithms(True),
+    "flag_off": lambda: torch.use_deterministic_algorithms(False),
 }
 found = {"before": loaded()}
 try:
@@ -185,6 +186,7 @@ def test_an_optimizer_or_the_deterministic_flag_whichever_is_first_imports_the_c
         ("adam", "flag", "plain_mlp"),
         ("sgd", "flag", "tied_weights"),
         ("flag", "adam", "dict_model"),
+        ("flag_off", "sgd", "plain_mlp"),  # calling it with False imports them too
         ("adam", "flag", "frozen"),  # parameters that do not require grad: still an optimizer's param group
         ("sgd", "flag", "add_only"),
         ("adam", "flag", "no parameters"),  # the scope's empty parameter list, which raises first
