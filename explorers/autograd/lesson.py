@@ -263,13 +263,28 @@ def ratio_label() -> str:
 def _zero_grad_lines(result: AutogradRun) -> list[str]:
     lines = []
     cleared = [s for s in result.steps if s.action.startswith("zero_grad") and not s.error]
-    for step in cleared:
+    steps = result.steps
+    for index in reversed(range(len(steps))):  # the latest zero_grad that cleared every trainable parameter
+        step = steps[index]
+        if step not in cleared:
+            continue
         wanted = "None" if step.action == "zero_grad_none" else "zeros"
-        params = [r for r in step.tensors if r.role == "parameter" and r.requires_grad]
-        if params and all(r.grad == wanted for r in params):
+        params = [r.name for r in step.tensors if r.role == "parameter" and r.requires_grad]
+        if not params or any(step.row(n).grad != wanted for n in params):
+            continue
+        # The first later step whose snapshot shows a trainable parameter's .grad no longer as zero_grad left it.
+        later = next(
+            (i for i in range(index + 1, len(steps)) if any(steps[i].row(n).grad != wanted for n in params)), None
+        )
+        if later is None:
             lines.append(f"After `{ACTIONS[step.action]}` every trainable parameter's `.grad` is {wanted}. ")
-            lines[-1] += STATEMENTS["zero_grad"].text
-            break
+        else:
+            lines.append(
+                f"At step {index + 1}, `{ACTIONS[step.action]}` left every trainable parameter's `.grad` {wanted}; "
+                f"step {later + 1} (`{ACTIONS[steps[later].action]}`) changed that. "
+            )
+        lines[-1] += STATEMENTS["zero_grad"].text
+        break
     survived = next((s for s in cleared if s.row("x").requires_grad and s.row("x").grad != "None"), None)
     if survived:
         lines.append("`x.grad` survived `zero_grad`. " + STATEMENTS["optimizer_clears_own"].text)

@@ -21,6 +21,9 @@ from explorers.gradients.lesson import (
     sweep_lines,
 )
 
+# The activation whose derivative bound the "vanishing" Statement states; advice to replace it rests on that bound.
+SATURATING = ("Sigmoid",)
+
 _RECOVERIES = {
     "broken_graph": "Remove the detach/no_grad on the training path; replace a hard argmax with a differentiable "
     "relaxation (softmax, Gumbel-softmax, a straight-through estimator).",
@@ -32,8 +35,8 @@ _RECOVERIES = {
     "torch.autograd.set_detect_anomaly(True) names the forward op.",
     "dead_units": "Lower the learning rate, use He initialisation and small positive biases, or LeakyReLU/GELU.",
     "zero_gradient": "Find the multiply-by-zero on the path (mask, saturation) for this batch.",
-    "vanishing": "Scale the initialisation to the activation (Xavier for tanh/sigmoid, He for ReLU), use ReLU-family "
-    "activations, normalisation layers or residual connections.",
+    "vanishing": "Scale the initialisation to the activation (Xavier for tanh/sigmoid, He for ReLU), use "
+    "normalisation layers or residual connections.",
     "exploding": "Fix the initial scale, add normalisation, lower the learning rate; keep clip_grad_norm_ as a guard, "
     "not the fix.",
     "nonfinite": "Find the first op producing inf/nan (anomaly mode), then lower the learning rate or fix the scale.",
@@ -75,7 +78,7 @@ def answer_card(run: ScenarioRun, sweep: ScaleSweep | None = None, clipping: Cli
     evidence = [f"Verdict: {diagnosis.verdict}.", status_line(diagnosis)]
     ratio = depth_ratio(diagnosis)
     if ratio is not None:
-        evidence.append(f"First/last layer gradient norm: {sci(ratio[0])} (`{ratio[1]}` vs `{ratio[2]}`).")
+        evidence.append(f"First/last layer weight gradient norm: {sci(ratio[0])} (`{ratio[1]}` vs `{ratio[2]}`).")
     if diagnosis.backward_error:
         evidence.append(f"PyTorch: *{diagnosis.backward_error.splitlines()[0]}*")
     if run.accumulation is not None:
@@ -98,6 +101,9 @@ def answer_card(run: ScenarioRun, sweep: ScaleSweep | None = None, clipping: Cli
         )
     elif diagnosis.findings:
         recovery = " ".join(_RECOVERIES[kind] for kind in kinds if kind in _RECOVERIES)
+        saturating = [name for name in run.activations if name in SATURATING]
+        if "vanishing" in kinds and saturating:  # activation advice only with a Sigmoid in the model
+            recovery += f" Try a ReLU-family activation in place of {', '.join(saturating)}."
     else:
         recovery = "Nothing to fix; keep the check as a test on one fixed batch so a regression shows at once."
     return AnswerCard(

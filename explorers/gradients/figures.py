@@ -85,7 +85,7 @@ def status_table(diagnosis: Diagnosis) -> pd.DataFrame:
                 "requires_grad": p.requires_grad,
                 "read in forward": p.read_in_forward,
                 ".grad": {"none": "None", "zero": "zeros", "finite": "values", "nonfinite": "inf/nan"}[p.status],
-                "‖grad‖": p.norm,
+                "‖grad‖": None if p.status == "none" else p.norm,  # no number at all, not 0
                 "‖weight‖": p.weight_norm,
             }
             for p in diagnosis.parameters.values()
@@ -99,9 +99,9 @@ def layer_table(diagnosis: Diagnosis) -> pd.DataFrame:
             {
                 "layer": layer.label,
                 "gradient": layer.status,
-                "‖grad‖": layer.grad_norm,
+                "‖grad‖": None if layer.status == "none" else layer.grad_norm,  # no number at all, not 0
                 "‖weight‖": layer.weight_norm,
-                "‖grad‖ / ‖weight‖": layer.ratio,
+                "‖grad‖ / ‖weight‖": None if layer.status == "none" else layer.ratio,
             }
             for layer in diagnosis.layers
         ]

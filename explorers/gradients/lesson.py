@@ -81,10 +81,16 @@ STATEMENTS: dict[str, Statement] = {
     ),
     "backward_error": Statement(
         text=(
-            "Autograd records the version of each tensor it saves for backward; when an in-place op changes it "
-            'before backward, backward raises "modified by an inplace operation" instead of using the new value.'
+            "Autograd records the version counter of each tensor it saves for backward; when an in-place op that "
+            'moves the counter changes it before backward, backward raises "modified by an inplace operation" '
+            "instead of using the new value. A write through `.data` moves no counter: backward then runs, without "
+            "this error, on the new value."
         ),
-        scope="Tensors saved by built-in ops and by save_for_backward; views share their base's version counter.",
+        scope=(
+            "Tensors saved by built-in ops and by save_for_backward, with no saved_tensors_hooks installed (a pack "
+            "hook that returns a copy saves the copy, as torch.autograd.graph.allow_mutation_on_saved_tensors does); "
+            "views share their base's version counter; a tensor stashed on ctx as a plain attribute is not checked."
+        ),
         source="torch/csrc/autograd/saved_variable.cpp: SavedVariable::unpack",
     ),
     "dead_units": Statement(
@@ -281,9 +287,9 @@ def status_line(diagnosis: Diagnosis) -> str:
 def depth_ratio(diagnosis: Diagnosis) -> tuple[float, str, str, int] | None:
     """(first/last gradient norm, first name, last name, layers compared) over the layers compared through depth."""
     layers = depth_layers(diagnosis.layers)
-    if len(layers) < 2 or layers[-1].grad_norm == 0:
+    if len(layers) < 2 or layers[-1].depth_norm == 0:
         return None
-    return layers[0].grad_norm / layers[-1].grad_norm, layers[0].label, layers[-1].label, len(layers)
+    return layers[0].depth_norm / layers[-1].depth_norm, layers[0].label, layers[-1].label, len(layers)
 
 
 def step_factor(diagnosis: Diagnosis) -> str | None:
@@ -355,7 +361,7 @@ def _finding_line(finding: Finding, diagnosis: Diagnosis) -> str:
     if kind == "vanishing":
         ratio, first, last, _ = depth_ratio(diagnosis)
         return (
-            f"Vanishing: the first layer's (`{first}`) gradient norm is **{sci(ratio)}** of the last layer's "
+            f"Vanishing: the first layer's (`{first}`) weight gradient norm is **{sci(ratio)}** of the last layer's "
             f"(`{last}`), {step_factor(diagnosis)} (flagged below {VANISHING_RATIO:.0e}). The norms are finite: "
             "small, not missing."
         )
@@ -387,7 +393,7 @@ def explain(
         ratio = depth_ratio(diagnosis)
         line = "No findings: every trainable parameter got a finite gradient"
         if ratio is not None:
-            line += f", and the first layer's norm is {sci(ratio[0])}× the last layer's"
+            line += f", and the first layer's weight gradient norm is {sci(ratio[0])}× the last layer's"
         lines.append(line + ".")
     if sweep is not None:
         lines += sweep_lines(sweep)

@@ -134,6 +134,12 @@ class LayerGradient:
     kind: str = ""  # the module's class name
     trainable: bool = True  # some parameter of it requires grad
     matrix_rms: float | None = None  # root mean square of its 2+-dimensional parameters' elements
+    matrix_grad_norm: float | None = None  # over its 2+-dimensional parameters that got a gradient (None if none)
+
+    @property
+    def depth_norm(self) -> float:
+        """The norm compared through depth: weights against weights, since a bias's gradient follows other rules."""
+        return self.grad_norm if self.matrix_grad_norm is None else self.matrix_grad_norm
 
     @property
     def label(self) -> str:
@@ -527,6 +533,7 @@ def _layers(
         else:
             status = "zero"
         grad_norm = _combined([p.norm for p in got])
+        matrices = [p.norm for p in got if len(p.shape) >= 2]
         weight_norm = _combined([p.weight_norm for p in members])
         layers.append(
             LayerGradient(
@@ -540,6 +547,7 @@ def _layers(
                 kind=(kinds or {}).get(name, ""),
                 trainable=any(p.requires_grad for p in members),
                 matrix_rms=(rms or {}).get(name),
+                matrix_grad_norm=_combined(matrices) if matrices else None,
             )
         )
     return tuple(layers)
@@ -569,7 +577,7 @@ def comparable_groups(layers: tuple[LayerGradient, ...]) -> list[list[LayerGradi
 
 
 def _spread(group: list[LayerGradient]) -> float:
-    first, last = group[0].grad_norm, group[-1].grad_norm
+    first, last = group[0].depth_norm, group[-1].depth_norm
     return abs(math.log(first / last)) if first > 0 and last > 0 else 0.0
 
 
@@ -588,9 +596,9 @@ def depth_layers(layers: tuple[LayerGradient, ...]) -> list[LayerGradient]:
 def largest_step(group: list[LayerGradient]) -> tuple[LayerGradient, LayerGradient, float] | None:
     """The neighbours in a compared group between which the gradient norm changes most (later / earlier)."""
     steps = [
-        (earlier, later, later.grad_norm / earlier.grad_norm)
+        (earlier, later, later.depth_norm / earlier.depth_norm)
         for earlier, later in zip(group, group[1:], strict=False)
-        if earlier.grad_norm > 0 and later.grad_norm > 0
+        if earlier.depth_norm > 0 and later.depth_norm > 0
     ]
     return max(steps, key=lambda step: abs(math.log(step[2])), default=None)
 
@@ -744,8 +752,8 @@ def _depth_findings(layers: tuple[LayerGradient, ...]) -> list[Finding]:
     compared = depth_layers(layers)
     if len(compared) >= 2:
         first, last = compared[0], compared[-1]
-        if last.grad_norm > 0 and first.grad_norm > 0:
-            ratio = first.grad_norm / last.grad_norm
+        if last.depth_norm > 0 and first.depth_norm > 0:
+            ratio = first.depth_norm / last.depth_norm
             step = largest_step(compared)
             jump = (
                 f" The largest change between neighbours is from `{step[0].label}` to `{step[1].label}` "
@@ -759,16 +767,16 @@ def _depth_findings(layers: tuple[LayerGradient, ...]) -> list[Finding]:
                 small = tuple(
                     n
                     for layer in compared
-                    if layer.grad_norm < VANISHING_RATIO * last.grad_norm
+                    if layer.depth_norm < VANISHING_RATIO * last.depth_norm
                     for n in layer.parameters
                 )
                 findings.append(
                     Finding(
                         "vanishing",
                         small,
-                        f"first layer (`{first.label}`) gradient norm is {_sci(first.grad_norm)}, {_sci(ratio)} of the "
-                        f"last layer's (`{last.label}`, {_sci(last.grad_norm)}) among {among}; flagged below "
-                        f"{VANISHING_RATIO:.0e}.{jump}",
+                        f"first layer's (`{first.label}`) weight gradient norm is {_sci(first.depth_norm)}, "
+                        f"{_sci(ratio)} of the last layer's (`{last.label}`, {_sci(last.depth_norm)}) among {among}; "
+                        f"flagged below {VANISHING_RATIO:.0e}.{jump}",
                         (first.name, last.name),
                     )
                 )
@@ -777,9 +785,9 @@ def _depth_findings(layers: tuple[LayerGradient, ...]) -> list[Finding]:
                     Finding(
                         "exploding",
                         first.parameters,
-                        f"first layer (`{first.label}`) gradient norm is {_sci(first.grad_norm)}, {_sci(ratio)} "
-                        f"times the last layer's (`{last.label}`, {_sci(last.grad_norm)}) among {among}; flagged "
-                        f"above {EXPLODING_GROWTH:.0e}.{jump}",
+                        f"first layer's (`{first.label}`) weight gradient norm is {_sci(first.depth_norm)}, "
+                        f"{_sci(ratio)} times the last layer's (`{last.label}`, {_sci(last.depth_norm)}) among "
+                        f"{among}; flagged above {EXPLODING_GROWTH:.0e}.{jump}",
                         (first.name, last.name),
                     )
                 )

@@ -709,3 +709,43 @@ def test_the_saved_table_shows_the_graph_held_now_or_says_it_is_no_longer_held(a
     else:
         assert not run.saved_held and rows == run.saved_tensors
         assert "no longer held" in heading and "at step 1" in heading and "holds none of them now" in caption
+
+
+@pytest.mark.parametrize(
+    "actions",
+    [
+        ("forward", "backward", "zero_grad_zeros", "forward", "backward"),
+        ("forward", "backward_retain", "zero_grad_none", "backward_retain"),
+        ("forward", "backward", "zero_grad_none"),
+    ],
+)
+def test_the_zero_grad_sentence_describes_the_step_it_names_not_a_later_state(actions):
+    """Audit 3: "After zero_grad every .grad is zeros" was said while a later backward had filled them again."""
+    seed, depth, width, batch = 3, 4, 8, 16
+    run = autograd.run(autograd.AutogradOptions(seed=seed, depth=depth, width=width, batch_size=batch), list(actions))
+    line = sentence(run, r"zero_grad\(set_to_none=\w+\)` (left|every)")
+
+    params, _, _, loss = hand_built_mlp(seed, depth, width, batch)
+    optimizer = torch.optim.SGD(params.values(), lr=0.1)
+    states, out = [], None
+    for action in actions:
+        if action == "forward":
+            out = loss()
+        elif action.startswith("backward"):
+            out.backward(retain_graph=action == "backward_retain")
+        else:
+            optimizer.zero_grad(set_to_none=action == "zero_grad_none")
+        states.append(
+            ["None" if p.grad is None else "zeros" if not p.grad.any() else "values" for p in params.values()]
+        )
+    cleared = max(i for i, a in enumerate(actions) if a.startswith("zero_grad"))
+    wanted = "None" if actions[cleared] == "zero_grad_none" else "zeros"
+    assert set(states[cleared]) == {wanted}
+    later = next((i for i in range(cleared + 1, len(actions)) if set(states[i]) != {wanted}), None)
+    if later is None:
+        assert line.startswith(
+            f"After `zero_grad(set_to_none={wanted == 'None'})` every trainable parameter's `.grad` is {wanted}"
+        )
+    else:
+        assert line.startswith(f"At step {cleared + 1}, `zero_grad(set_to_none={wanted == 'None'})` left every")
+        assert f"step {later + 1} (`backward" in line and "changed that" in line

@@ -6,9 +6,11 @@ order (a matrix from N(0, scale²/fan_in), a vector as zeros), then w_true (8 x 
 (32 x 8); y = tanh(x @ w_true / sqrt(8)); the loss is the mean squared error.
 """
 
+import contextlib
 import math
 import re
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -185,7 +187,7 @@ def vanishing_ratio_and_per_layer_factor():
     ).groups()
     params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
     mse(stack_forward(params, x, torch.sigmoid), y).backward()
-    first, last = grad_norm(*params[:2]), grad_norm(*params[-2:])
+    first, last = grad_norm(params[0]), grad_norm(params[-2])
     assert number(ratio) == pytest.approx(first / last, rel=0.05)
     assert number(factor) == pytest.approx((first / last) ** (1 / (options.depth - 1)), rel=0.05)
     assert f"over {options.depth - 1} steps ({options.depth} layers)" in line
@@ -217,7 +219,7 @@ def healthy_has_no_findings_and_a_balanced_ratio():
     params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
     mse(stack_forward(params, x, torch.tanh), y).backward()
     assert all(p.grad is not None and p.grad.any() and torch.isfinite(p.grad).all() for p in params)
-    assert number(ratio) == pytest.approx(grad_norm(*params[:2]) / grad_norm(*params[-2:]), rel=0.05)
+    assert number(ratio) == pytest.approx(grad_norm(params[0]) / grad_norm(params[-2]), rel=0.05)
 
 
 def broken_graph_stays_none_at_every_scale():
@@ -343,10 +345,10 @@ def clipped_training_stays_finite_where_plain_training_blows_up():
 def answer_card_evidence_quotes_this_runs_ratio():
     options, run = lab("vanishing")
     card = gradients_card.answer_card(run)
-    ratio = re.search(r"First/last layer gradient norm: (\S+) \(`0` vs `14`\)", card.evidence).group(1)
+    ratio = re.search(r"First/last layer weight gradient norm: (\S+) \(`0` vs `14`\)", card.evidence).group(1)
     params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
     mse(stack_forward(params, x, torch.sigmoid), y).backward()
-    assert number(ratio) == pytest.approx(grad_norm(*params[:2]) / grad_norm(*params[-2:]), rel=0.05)
+    assert number(ratio) == pytest.approx(grad_norm(params[0]) / grad_norm(params[-2]), rel=0.05)
     assert "**16** a finite, non-zero gradient" in card.evidence
 
 
@@ -667,32 +669,32 @@ def test_a_stack_scenarios_description_says_what_was_built_and_promises_no_patho
     params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
     act = {"tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}[options.activation]
     mse(stack_forward(params, x, act), y).backward()
-    ratio = grad_norm(*params[:2]) / grad_norm(*params[-2:])
+    ratio = grad_norm(params[0]) / grad_norm(params[-2])
     assert 1e-3 < ratio < 1e3 and max(float(p.grad.norm()) for p in params) < 1e3  # plain torch: neither happens
     shown = f"{text.title} {text.pathology}".lower()
     assert "exploding" not in shown and "vanishing" not in shown and "large weights" not in shown
     assert "small weights" not in shown and f"{options.depth} linear layers" in shown
 
 
-@pytest.mark.parametrize(
-    "changes",
-    [
-        {"scenario": "vanishing", "depth": 12, "init_scale": 0.05, "activation": "tanh"},
-        {"scenario": "healthy", "depth": 12, "init_scale": 0.05, "activation": "linear"},
-    ],
-)
-def test_the_vanishing_mechanism_names_sigmoid_only_when_the_model_has_one(changes):
-    options = GradientsOptions(**changes)
-    run = gradients.scenario_run(options)
+@pytest.mark.parametrize("activation", [nn.Tanh, nn.Identity])
+def test_the_vanishing_mechanism_names_sigmoid_only_when_the_model_has_one(activation):
+    """A stack without Sigmoid whose weight gradients do vanish: its last Linear's weights are scaled by 1e-4."""
+    torch.manual_seed(0)
+    layers = [m for i in range(6) for m in (nn.Linear(8, 8), activation())][:-1] + [nn.Linear(8, 1)]
+    model, x, y = nn.Sequential(*layers), torch.randn(32, 8), torch.randn(32, 1)
+    with torch.no_grad():
+        model[-1].weight.mul_(1e-4)
+    d = gradients.diagnose(model, x, y, nn.functional.mse_loss)
+    run = gradients.experiment.ScenarioRun(GradientsOptions(), d, None, 0, "", None, (activation.__name__,))
     mechanism = gradients_card.answer_card(run).mechanism
-    model, *_ = gradients.experiment.build(options)
-    assert not any(isinstance(m, nn.Sigmoid) for m in model.modules())
-    assert "sigmoid" not in mechanism.lower() and "Vanishing" in run.diagnosis.verdict
-    factor = float(re.search(r"about ×(\S+) per step between neighbouring layers, over 11 steps", mechanism).group(1))
-    params, _, x, y = draw(stack_shapes(12), scale=0.05)
-    mse(stack_forward(params, x, torch.tanh if changes["activation"] == "tanh" else (lambda t: t)), y).backward()
-    ratio = grad_norm(*params[:2]) / grad_norm(*params[-2:])
-    assert factor == pytest.approx(ratio ** (1 / 11), rel=0.05)
+    nn.functional.mse_loss(model(x), y).backward()
+    linears = [m for m in model if isinstance(m, nn.Linear)]
+    ratio = float(linears[0].weight.grad.norm() / linears[-1].weight.grad.norm())
+    assert ratio < 1e-3 and "Vanishing" in d.verdict  # plain torch: the first weight gradient is tiny
+    assert "sigmoid" not in mechanism.lower() and "ReLU-family" not in gradients_card.answer_card(run).recovery
+    steps = len(linears) - 1
+    factor = float(re.search(rf"about ×(\S+) per step between neighbouring layers, over {steps} steps", mechanism)[1])
+    assert factor == pytest.approx(ratio ** (1 / steps), rel=0.05)
     sigmoid_run = gradients.scenario_run(GradientsOptions.for_scenario("vanishing"))
     assert STATEMENTS["vanishing"].text in gradients_card.answer_card(sigmoid_run).mechanism
 
@@ -916,12 +918,12 @@ def test_a_zero_is_said_to_survive_the_identity_rerun_only_when_the_rerun_replac
 
 
 def test_the_per_step_factor_is_the_root_its_words_name_and_the_card_quotes_the_page():
-    """scale 0.05, ReLU, depth 12: the first/last ratio's 11th root, named as 11 steps, the same in both places."""
-    options = GradientsOptions(scenario="healthy", init_scale=0.05, activation="relu", depth=12)
+    """scale 0.05, sigmoid, depth 12: the first/last ratio's 11th root, named as 11 steps, the same in both places."""
+    options = GradientsOptions(scenario="healthy", init_scale=0.05, activation="sigmoid", depth=12)
     run = gradients.scenario_run(options)
     params, _, x, y = draw(stack_shapes(12), scale=0.05)
-    mse(stack_forward(params, x, torch.relu), y).backward()
-    ratio = grad_norm(*params[:2]) / grad_norm(*params[-2:])
+    mse(stack_forward(params, x, torch.sigmoid), y).backward()
+    ratio = grad_norm(params[0]) / grad_norm(params[-2])
     line = sentence(lesson.explain(run), "^Vanishing")
     mechanism = gradients_card.answer_card(run).mechanism
     quoted = [
@@ -947,3 +949,66 @@ def test_the_loss_chart_plots_only_measured_losses_and_labels_where_they_stopped
     labels = [a.text for a in figure.layout.annotations]
     assert any(f"{training.losses_plain[broken]} at step {broken}" in text for text in labels)
     assert any(shape.x0 == broken and shape.yref == "paper" for shape in figure.layout.shapes)
+
+
+@pytest.mark.parametrize("scenario", ["detached", "unused", "frozen", "argmax", "inplace"])
+def test_the_tables_show_no_number_where_grad_is_none(scenario):
+    """Audit 3: the ‖grad‖ column showed 0.000000 for a .grad that is None, the same as an exact zero."""
+    options = GradientsOptions.for_scenario(scenario)
+    run = gradients.scenario_run(options)
+    model, x, y = gradients.experiment.build(options)
+    with contextlib.suppress(RuntimeError):  # in-place: backward raises, no .grad is written
+        nn.functional.mse_loss(model(x), y).backward()  # plain backward on the scenario's model
+    grads = dict(model.named_parameters())
+    none = {n for n, p in grads.items() if p.grad is None}
+    assert none
+    table = gradient_figures.status_table(run.diagnosis).set_index("parameter")
+    for name, p in grads.items():
+        cell = table.loc[name, "‖grad‖"]
+        assert pd.isna(cell) if name in none else float(cell) == pytest.approx(float(p.grad.norm()), rel=1e-4)
+    layers = gradient_figures.layer_table(run.diagnosis).set_index("layer")
+    for layer in {n.rpartition(".")[0] for n in none} - {n.rpartition(".")[0] for n in set(grads) - none}:
+        assert pd.isna(layers.loc[layer, "‖grad‖"])
+
+
+@falsifies(STATEMENTS["backward_error"])
+@pytest.mark.parametrize("through_data", [False, True])
+def test_a_write_through_data_moves_no_counter_and_backward_uses_the_new_value(through_data):
+    """Audit 3: the in-place Statement said every in-place change raises; a write through `.data` does not."""
+    torch.manual_seed(0)
+    fc1, fc2 = nn.Linear(8, 16), nn.Linear(16, 1)
+    x, y = torch.randn(32, 8), torch.randn(32, 1)
+    h = torch.sigmoid(fc1(x))  # sigmoid saves its result
+    version = h._version
+    if not through_data:
+        h[:, 0] = 0
+        assert h._version != version
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            nn.functional.mse_loss(fc2(h), y).backward()
+        return
+    assert "`.data` moves no counter" in STATEMENTS["backward_error"].text  # the Statement says what this shows
+    h.data[:, 0] = 0
+    assert h._version == version
+    nn.functional.mse_loss(fc2(h), y).backward()  # no error
+    new = h.detach()
+    upstream = 2 * (new @ fc2.weight.detach().T + fc2.bias.detach() - y) / y.numel() @ fc2.weight.detach()
+    expected = (upstream * new * (1 - new)).T @ x  # sigmoid's backward on the new (written) value
+    assert torch.allclose(fc1.weight.grad, expected, atol=1e-6) and not fc1.weight.grad[0].any()
+
+
+@pytest.mark.parametrize("activation", ["linear", "relu", "sigmoid"])
+def test_vanishing_compares_weights_with_weights_and_names_activations_only_when_one_saturates(activation):
+    """Audit 3: a linear stack was called vanishing from its bias gradients, and told to switch to ReLU."""
+    seed, scale, depth = 7, 0.05, 8
+    _, run = lab("vanishing", activation=activation, seed=seed, init_scale=scale, depth=depth)
+    params, _, x, y = draw(stack_shapes(depth), scale=scale, seed=seed)
+    act = {"linear": lambda t: t, "relu": torch.relu, "sigmoid": torch.sigmoid}[activation]
+    mse(stack_forward(params, x, act), y).backward()
+    weights = params[::2]
+    ratio = grad_norm(weights[0]) / grad_norm(weights[-1])
+    flagged = run.diagnosis.finding("vanishing") is not None
+    assert flagged == (ratio < 1e-3)
+    factor = lesson.step_factor(run.diagnosis)
+    assert float(re.search(r"×([\d.e+-]+) per step", factor).group(1)) == pytest.approx(ratio ** (1 / 7), rel=0.05)
+    recovery = gradients_card.answer_card(run).recovery
+    assert ("ReLU-family" in recovery) == (flagged and activation == "sigmoid")

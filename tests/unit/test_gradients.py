@@ -104,8 +104,8 @@ def test_dead_relu_scenario_counts_every_unit_dead_over_the_batch(runs):
 def test_vanishing_and_exploding_scenarios_state_the_numbers_they_compared(runs):
     vanishing = runs["vanishing"].diagnosis
     first, last = vanishing.layers[0], vanishing.layers[-1]
-    assert first.grad_norm / last.grad_norm < gradients.your_model.VANISHING_RATIO
-    assert f"{first.grad_norm:.1e}" in vanishing.finding("vanishing").observation
+    assert first.depth_norm / last.depth_norm < gradients.your_model.VANISHING_RATIO
+    assert f"{first.depth_norm:.1e}" in vanishing.finding("vanishing").observation
     exploding = runs["exploding"].diagnosis
     assert max(layer.grad_norm for layer in exploding.layers) > gradients.your_model.EXPLODING_NORM
 
@@ -315,7 +315,7 @@ def test_diagnose_flags_a_deep_sigmoid_stack_as_vanishing(depth):
     d = gradients.diagnose(model, torch.randn(32, 16), torch.randn(32, 1), nn.functional.mse_loss)
     assert d.kinds == ("vanishing",)
     finding = d.finding("vanishing")
-    assert "0.weight" in finding.parameters and f"{d.layers[0].grad_norm:.1e}" in finding.observation
+    assert "0.weight" in finding.parameters and f"{d.layers[0].depth_norm:.1e}" in finding.observation
 
 
 @pytest.mark.parametrize("depth", [6, 10])
