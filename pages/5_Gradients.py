@@ -86,13 +86,14 @@ run, sweep = runs.run_all(
 diagnosis = run.diagnosis
 with stage:
     st.subheader(text.title)
-    st.markdown(f"{text.pathology}\n```python\n{text.code}\n```")
+    st.markdown(text.pathology)
     figures.plotly(
         charts.layer_norms_figure(diagnosis),
         figures.caption("Gradient norm per layer", settings, page.device),
         "gradients-norms",
     )
     (st.success if diagnosis.verdict == "healthy" else st.warning)(f"**Verdict:** {diagnosis.verdict}")
+    st.code(text.code, language="python")  # below the figure, so the figure is on the first screen
 
 findings, graph = st.columns([2, 3], gap="large")
 with findings:

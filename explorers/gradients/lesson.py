@@ -229,7 +229,7 @@ def scenario_text(options: GradientsOptions) -> ScenarioText:
         pathology, code = _PLANTED[name]
         return ScenarioText(SCENARIOS[name].label, pathology, f"{init}\n{code}")
     depth, module = options.depth, _MODULES[options.activation]
-    stack = f"{depth} Linear layers, {options.activation}, {scale_words(scale)}"
+    stack = f"{depth} Linear layers, {options.activation}, {scale:g}× LeCun"  # one line: the figure stays on screen
     title = f"{SCENARIOS[name].label.split(':')[0]}: {stack}" if name in _STACK_INTENT else f"A stack of {stack}"
     pathology = (
         f"{depth} Linear layers ({IN_FEATURES} → {WIDTH} … → 1) with {options.activation} between them, weights "

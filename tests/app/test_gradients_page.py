@@ -126,6 +126,6 @@ def test_the_scenario_code_follows_the_activation_in_the_link():
     """`?scenario=vanishing` with tanh used to show the sigmoid code written once for the preset."""
     at = open_page(PAGE, {"scenario": "vanishing", "activation": "tanh", "depth": "5"})
     assert not at.exception
-    shown = "\n".join(m.value for m in at.markdown)
+    shown = "\n".join(c.value for c in at.code)
     assert "nn.Tanh()" in shown and "nn.Sigmoid()" not in shown and "range(5)" in shown
     assert any("tanh" in s.value and "5 Linear layers" in s.value for s in at.subheader)
