@@ -8,9 +8,9 @@
 
 from __future__ import annotations
 
-import pytest
+import sys
 
-from explorers import engine
+import pytest
 
 # Files whose tests start fresh interpreters, torch.distributed jobs or profiled training runs.
 SLOW_FILES = {
@@ -34,6 +34,9 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(autouse=True, scope="module")
 def _empty_engine_cache():
-    if engine._default is not None:
+    # Only where a test already started the engine: importing it here would patch multiprocessing in every
+    # test process (measured: the browser test of a left page then saw its DataLoader workers outlive it).
+    engine = sys.modules.get("explorers.engine")
+    if engine is not None and engine._default is not None:
         engine._default.forget_results()
     yield
