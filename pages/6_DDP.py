@@ -197,17 +197,15 @@ def show_loaded(loaded: ddp.DDPRun) -> None:
     st.markdown("\n".join(f"- {line}" for line in lesson.explain(loaded)))
 
 
-uploaded = st.file_uploader(
-    f"Load a results file (JSON, at most {format_bytes(MAX_FILE_BYTES)})", type=["json"], key=key("upload")
-)
-st.toggle(f"Show the sample: {SAMPLE.name}, written by torchrun on 2 nodes × 2 ranks", key=key("sample"))
+uploaded = st.file_uploader(lesson.upload_label(format_bytes(MAX_FILE_BYTES)), type=["json"], key=key("upload"))
+st.toggle(lesson.sample_label(SAMPLE.name), key=key("sample"))
 if uploaded is not None:
     try:
         if uploaded.size > MAX_FILE_BYTES:
             raise schema.ResultsFileError(f"it is {format_bytes(uploaded.size)}, over {format_bytes(MAX_FILE_BYTES)}")
         loaded = schema.parse(uploaded.getvalue(), uploaded.name)
     except schema.ResultsFileError as error:
-        st.error(f"{quote(uploaded.name)} is not a DDP lab results file:", icon=":material/error:")
+        st.error(lesson.not_a_results_file(quote(uploaded.name)), icon=":material/error:")
         st.code(str(error), language=None, wrap_lines=True)
     else:
         show_loaded(loaded)

@@ -423,3 +423,15 @@ def banner(run: DDPRun, where: str) -> tuple[bool, str]:
     failed = [r for r in run.ranks if r.outcome != "finished"]
     named = ", ".join(f"rank {r.rank} {r.outcome} during {r.phase}" for r in failed)
     return False, f"**{run.outcome.replace('_', ' ').capitalize()}**: {named}. See *Why* below."
+
+
+def upload_label(limit: str) -> str:
+    return f"Load a results file (JSON, at most {limit})"
+
+
+def sample_label(name: str) -> str:
+    return f"Show the sample: {name}, written by torchrun on 2 nodes × 2 ranks"
+
+
+def not_a_results_file(quoted_name: str) -> str:
+    return f"{quoted_name} is not a DDP lab results file:"
