@@ -507,6 +507,9 @@ class Engine:
                 self._workers.append(worker)
 
     def _assign_queued_jobs(self) -> None:
+        if not self._queue:  # the idle loop wakes every second: read the files only when there is work to hand out
+            self._changed.notify_all()
+            return
         current = code_version()
         for worker in list(self._workers):
             if not (worker.ready and worker.job is None and self._queue):
