@@ -46,6 +46,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import gc
 import hashlib
 import itertools
 import multiprocessing
@@ -222,7 +223,26 @@ def _execute(conn, job_id: int, fn: Callable, options: Any, threads: int) -> tup
     except Exception as error:  # the experiment's own error is the message the page shows
         return ("failed", job_id, " ".join(f"{type(error).__name__}: {error}".split())[:2000])
     finally:
+        _end_leftover_children()
         _reset_process_state(threads)
+
+
+def _end_leftover_children() -> None:
+    """End the child processes a run leaves behind before its result is reported.
+
+    A cancelled or failed run's DataLoader iterator can sit in a reference cycle (the
+    exception's frames, the profiler's records) until a later garbage collection, and its
+    worker processes live as long as it does: seconds after the page that asked was left.
+    """
+    children = multiprocessing.active_children()
+    for child in children:
+        child.terminate()
+    for child in children:
+        child.join(1)
+        if child.is_alive():
+            child.kill()
+            child.join()
+    gc.collect()  # the iterators now find their workers gone and let go of their queues
 
 
 # --- The server side ---------------------------------------------------------------------------

@@ -54,6 +54,24 @@ def pid(_: int, report=None) -> int:
     return os.getpid()
 
 
+class _Slow(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 10_000
+
+    def __getitem__(self, i: int):
+        time.sleep(0.02)
+        return torch.zeros(1)
+
+
+def load_in_a_cycle(workers: int, report=None) -> None:
+    """Iterates a DataLoader with worker processes, kept alive by a reference cycle, until cancelled."""
+    loader = iter(torch.utils.data.DataLoader(_Slow(), num_workers=workers))
+    cycle = {"loader": loader}
+    cycle["self"] = cycle  # freed only by a garbage collection, as a profiler's records or a traceback can hold one
+    for i, _ in enumerate(loader):
+        report(i + 1, 10_000)
+
+
 # --- fixtures and helpers ---
 
 
@@ -82,6 +100,17 @@ def group_members(group_id: int) -> list[int]:
         if int(fields[2]) == group_id and fields[0] != "Z":
             members.append(int(stat.parent.name))
     return members
+
+
+def children(parent: int) -> set[int]:
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                found.add(int(stat.parent.name))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 # --- tests ---
@@ -153,6 +182,19 @@ def test_a_run_that_never_reports_is_stopped_by_killing_its_worker(pool):
         handle.result()
     assert time.monotonic() - start < engine.CANCEL_GRACE_S + 1.0
     assert pool.submit(pid, 3).result() != stuck  # a fresh worker answers
+
+
+def test_a_cancelled_run_leaves_no_dataloader_worker_behind_even_when_a_cycle_holds_its_loader(pool):
+    handle = pool.submit(load_in_a_cycle, 2)
+    wait_until(lambda: handle.progress.done > 0, timeout_s=60)
+    worker = pool.busy_pids()[0]
+    loaders = set(group_members(worker)) - {worker} - children(worker)  # the worker's forkserver's children
+    assert len(loaders) == 2
+    handle.cancel()
+    with pytest.raises(Cancelled):
+        handle.result()
+    wait_until(lambda: not loaders & set(group_members(worker)), timeout_s=1.0)
+    assert pool.submit(pid, 4).result() == worker  # cancelled cooperatively: the same worker serves on
 
 
 def test_one_caller_leaving_does_not_cancel_a_run_another_waits_for(pool):
