@@ -136,7 +136,7 @@ def notches(slider_name: str, count: int, url_name: str) -> Action:
 
     async def act(page) -> None:
         value_input = page.get_by_role("slider", name=slider_name)
-        await value_input.wait_for(timeout=SETTLE_TIMEOUT_MS)  # ten sessions on two cores: a rerun can be slow to draw it
+        await value_input.wait_for(timeout=SETTLE_TIMEOUT_MS)  # ten sessions on two cores: a rerun draws slowly
         low, high, step, value = [float(await value_input.get_attribute(a)) for a in ("min", "max", "step", "value")]
         track = page.get_by_test_id("stSlider").filter(has=value_input).locator("[role=group] > div").first
         thumb = value_input.locator("xpath=../..")  # the thumb holds the visually hidden range input
