@@ -51,6 +51,13 @@ LABS = (
         "pages/4_Memory.py",
     ),
     Lab(
+        "scale",
+        "Real scale",
+        "Will fine-tuning Llama-3-8B fit on my GPU, and what do I change if not?",
+        ":material/dns:",
+        "pages/10_Real_scale.py",
+    ),
+    Lab(
         "profiler",
         "Profiler",
         "Where does a slow training step spend its time?",

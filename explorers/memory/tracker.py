@@ -54,6 +54,7 @@ class LiveBytes(TorchDispatchMode):
         self.peak_phase = "start"
         self.phase_peaks: dict[str, int] = {}  # the highest total seen in each phase
         self._at_peak: list[tuple[Stored, int]] = []
+        self._at_phase_peak: dict[str, dict[int, Stored]] = {}  # a copy of `live` at each phase's peak
 
     def add(self, tensors: Iterable[object], kind: str) -> None:
         """Register storages that exist already (parameters, the batch, optimizer state)."""
@@ -77,15 +78,15 @@ class LiveBytes(TorchDispatchMode):
     def start(self, phase: str) -> None:
         """A new phase of the step; peaks are attributed to the phase they happen in."""
         self.phase = phase
-        self.phase_peaks[phase] = max(self.phase_peaks.get(phase, 0), self.total)
+        self._update_peak()
 
     def at_peak(self) -> dict[str, int]:
         """What was alive at the peak, by kind (temporaries by the phase that made them); sums to the peak."""
-        parts: dict[str, int] = {}
-        for record, nbytes in self._at_peak:
-            kind = f"{record.phase} {TEMPORARIES}" if record.kind == TEMPORARIES else record.kind
-            parts[kind] = parts.get(kind, 0) + nbytes
-        return parts
+        return _by_kind(self._at_peak)
+
+    def at_phase_peaks(self) -> dict[str, dict[str, int]]:
+        """What was alive at each phase's own peak, by kind: what a sharded rank keeps is computed from these."""
+        return {phase: _by_kind((r, r.nbytes) for r in live.values()) for phase, live in self._at_phase_peak.items()}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -113,10 +114,21 @@ class LiveBytes(TorchDispatchMode):
             self.total -= record.nbytes
 
     def _update_peak(self) -> None:
-        self.phase_peaks[self.phase] = max(self.phase_peaks.get(self.phase, 0), self.total)
+        if self.total > self.phase_peaks.get(self.phase, -1) or self.phase not in self._at_phase_peak:
+            self.phase_peaks[self.phase] = self.total
+            self._at_phase_peak[self.phase] = self.live.copy()  # a C-level copy: this runs on most forward ops
         if self.total > self.peak:
             self.peak, self.peak_phase = self.total, self.phase
             self._at_peak = [(record, record.nbytes) for record in self.live.values()]
+
+
+def _by_kind(records: Iterable[tuple[Stored, int]]) -> dict[str, int]:
+    """Bytes by kind, temporaries by the phase that made them."""
+    parts: dict[str, int] = {}
+    for record, nbytes in records:
+        kind = f"{record.phase} {TEMPORARIES}" if record.kind == TEMPORARIES else record.kind
+        parts[kind] = parts.get(kind, 0) + nbytes
+    return parts
 
 
 def _tensors(values: Iterable[object]) -> list[torch.Tensor]:

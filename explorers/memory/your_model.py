@@ -37,7 +37,7 @@ import contextlib
 import functools
 import operator
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -62,6 +62,7 @@ class StepMemory:
     at_peak: dict[str, int]  # what was alive at the peak, by kind; sums to `peak`
     phase_peaks: dict[str, int]  # the highest live total within each phase
     timeline: tuple[tuple[str, int], ...]  # (moment, live bytes) through the step
+    phase_at_peak: dict[str, dict[str, int]] = field(default_factory=dict)  # what was alive at each phase's peak
 
 
 @dataclass(frozen=True)
@@ -465,4 +466,5 @@ def _step(
         at_peak=tracker.at_peak(),
         phase_peaks=dict(tracker.phase_peaks),
         timeline=tuple(timeline),
+        phase_at_peak=tracker.at_phase_peaks(),
     )

@@ -1,0 +1,87 @@
+"""The Real-scale lab's figures: the peak per GPU by part against GPU budgets, and the remedies measured."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from explorers.scale.experiment import GIB, Plan
+from explorers.scale.lesson import kind_name
+from explorers.scale.remedies import Remedies
+
+KIND_COLOURS = {
+    "parameters": "#1f77b4",
+    "gradients": "#ff7f0e",
+    "optimizer state": "#2ca02c",
+    "activations": "#d62728",
+    "weight copies": "#9467bd",
+    "gathered unit": "#8c564b",
+}
+OTHER_COLOUR = "#7f7f7f"  # temporaries, the batch, buffers
+MARGIN = {"l": 10, "r": 20, "t": 90, "b": 60}  # the legend above the plot; the axis title and caption below
+
+
+def _gib(nbytes: int) -> float:
+    return nbytes / GIB
+
+
+def peak_figure(plan: Plan, budgets: tuple[int, ...], chosen: int, text_size: int = 14) -> go.Figure:
+    """One bar: what was alive at the peak, largest first, with a line at each GPU budget."""
+    figure = go.Figure()
+    for kind, nbytes in sorted(plan.at_peak.items(), key=lambda kv: -kv[1]):
+        figure.add_trace(
+            go.Bar(
+                y=["at the peak"],
+                x=[_gib(nbytes)],
+                name=kind_name(kind),
+                orientation="h",
+                marker_color=KIND_COLOURS.get(kind, OTHER_COLOUR),
+                hovertemplate=f"{kind_name(kind)}: %{{x:,.2f}} GiB<extra></extra>",
+            )
+        )
+    top = max(_gib(plan.peak), max(budgets)) * 1.05
+    for budget in budgets:
+        figure.add_vline(
+            x=budget,
+            line={"color": "#222" if budget == chosen else "#888", "dash": "solid" if budget == chosen else "dot"},
+            annotation={"text": f"{budget} GiB", "font": {"size": text_size - 2}},
+            annotation_position="bottom",
+        )
+    figure.update_layout(
+        barmode="stack",
+        height=300 + 4 * text_size,
+        margin=MARGIN,
+        font={"size": text_size},
+        legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
+        xaxis={"title": "GiB per GPU", "range": [0, top]},
+        yaxis={"showticklabels": False},
+    )
+    return figure
+
+
+def remedies_figure(remedies: Remedies, chosen: int, text_size: int = 14) -> go.Figure:
+    """The measured peak per GPU as set and after each change, with the chosen budget."""
+    names = ["as set", *(r.name for r in remedies.remedies)]
+    peaks = [_gib(remedies.before.peak), *(_gib(r.plan.peak) for r in remedies.remedies)]
+    colours = ["#444", *("#2ca02c" if r.plan.peak <= chosen * GIB else "#d62728" for r in remedies.remedies)]
+    figure = go.Figure(
+        go.Bar(
+            y=names,
+            x=peaks,
+            orientation="h",
+            marker_color=colours,
+            text=[f"{p:,.1f}" for p in peaks],
+            textposition="outside",
+            cliponaxis=False,
+            hovertemplate="%{y}: %{x:,.2f} GiB<extra></extra>",
+        )
+    )
+    figure.add_vline(x=chosen, line={"color": "#222"}, annotation={"text": f"{chosen} GiB"})
+    figure.update_layout(
+        height=140 + 36 * len(names),
+        margin={"l": 10, "r": 40, "t": 40, "b": 90},
+        font={"size": text_size},
+        xaxis={"title": "peak GiB per GPU", "range": [0, max(max(peaks), chosen) * 1.15]},
+        yaxis={"autorange": "reversed", "automargin": True, "type": "category"},
+        showlegend=False,
+    )
+    return figure

@@ -1,0 +1,223 @@
+"""The Real-scale lab's sentences, each built from a measured field (or a Statement with its scope and source)."""
+
+from __future__ import annotations
+
+from explorers.scale import models
+from explorers.scale.experiment import GATHERED, Plan, PlanOptions
+from explorers.scale.formulas import Formulas
+from explorers.scale.remedies import Remedies
+from explorers.scale.search import Limit
+from explorers.statements import Statement
+
+STATEMENTS = {
+    "fixed_parts": Statement(
+        text=(
+            "Parameters, gradients and optimizer state do not depend on the micro-batch or the sequence length; "
+            "the activations saved for backward grow with both."
+        ),
+        scope="a fixed model, precision, optimizer and set of trainable parameters",
+        source="torch/optim/adamw.py: AdamW._init_group (state shaped like each parameter); torch/autograd/graph.py",
+    ),
+    "checkpointing": Statement(
+        text=(
+            "With activation checkpointing on every block, each block keeps only its inputs for backward and "
+            "runs its forward again during backward to remake the rest."
+        ),
+        scope=(
+            "non-reentrant torch.utils.checkpoint applied to each decoder block, as transformers' "
+            "activation_checkpointing_enable does; what lies outside the blocks (embeddings, head, loss) is kept"
+        ),
+        source="torch/utils/checkpoint.py: checkpoint(use_reentrant=False); transformers modeling_utils.py",
+    ),
+    "frozen": Statement(
+        text="A frozen parameter (requires_grad=False) gets no gradient and, left out of the optimizer, no state.",
+        scope="an optimizer built from the trainable parameters, as here; weights tied to a trainable one train too",
+        source="torch/optim/optimizer.py: Optimizer.add_param_group; torch/autograd/__init__.py: backward",
+    ),
+    "zero": Statement(
+        text=(
+            "ZeRO-1 splits the optimizer state across the data-parallel GPUs, ZeRO-2 the gradients too, and "
+            "ZeRO-3 (FSDP's full shard) the parameters too, gathering one unit's full parameters while it runs."
+        ),
+        scope=(
+            "per GPU, computed here from the measured step, not measured on GPUs; communication buffers and "
+            "prefetching a second unit are not counted"
+        ),
+        source="Rajbhandari et al. 2020, ZeRO (arXiv:1910.02054), section 5; torch/distributed/fsdp docs",
+    ),
+}
+
+PRECISION_NAMES = {
+    "fp32": "fp32",
+    "bf16-mixed": "bf16 mixed (fp32 weights, bf16 autocast)",
+    "bf16": "bf16 (weights, gradients, optimizer state)",
+}
+OPTIMIZER_NAMES = {"adamw": "AdamW", "sgd_momentum": "SGD with momentum", "sgd": "SGD"}
+SHARDING_NAMES = {0: "DDP (no sharding)", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3 / FSDP full shard"}
+TRAINABLE_NAMES = {"all": "everything", "last": "the last N blocks and the head", "head": "the head only"}
+KIND_NAMES = {
+    "parameters": "parameters",
+    "gradients": "gradients",
+    "optimizer state": "optimizer state",
+    "activations": "activations",
+    "weight copies": "autocast's weight copies",
+    GATHERED: "gathered unit (ZeRO-3, computed)",
+    "batch": "batch",
+    "buffers": "buffers",
+}
+POSITION_NOTE = "{name}'s position table holds {limit} positions: the sequence is cut to {limit}."
+HOW_MEASURED = (
+    "One training step of the library's own model code (forward with its loss, backward, optimizer step, "
+    "zero_grad), and a second for the steady state, on fake tensors: nothing is allocated."
+)
+
+
+def kind_name(kind: str) -> str:
+    return KIND_NAMES.get(kind, kind)
+
+
+def gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:,.1f} GiB"
+
+
+def setting_words(options: PlanOptions) -> str:
+    trains = {"all": "all weights", "head": "the head only"}.get(
+        options.trainable, f"the last {options.trainable_blocks} blocks and the head"
+    )
+    parts = [
+        models.NAMES[options.model],
+        PRECISION_NAMES[options.precision].split(" (")[0],
+        OPTIMIZER_NAMES[options.optimizer],
+        f"micro-batch {options.batch_size}",
+        f"sequence {options.seq_len}",
+        f"training {trains}",
+    ]
+    if options.checkpointing:
+        parts.append("checkpointing")
+    if options.micro_batches > 1:
+        parts.append(f"{options.micro_batches} accumulation steps")
+    if options.world_size > 1:
+        parts.append(f"{SHARDING_NAMES[options.zero_stage].split(' /')[0]} over {options.world_size} GPUs")
+    return ", ".join(parts)
+
+
+def verdict(plan: Plan, budget_gib: int) -> tuple[bool, str]:
+    """Fits or not in the chosen budget, and by how much, from the measured (and, if sharded, computed) peak."""
+    budget = budget_gib * 2**30
+    where = f"in the {plan.peak_phase} of step {plan.peak_step}"
+    if plan.fits(budget):
+        return True, f"Fits in {budget_gib} GiB per GPU: the step peaks at {gib(plan.peak)} {where}, " + (
+            f"{gib(plan.headroom(budget))} to spare."
+        )
+    return False, f"Does not fit in {budget_gib} GiB per GPU: the step peaks at {gib(plan.peak)} {where}, " + (
+        f"{gib(-plan.headroom(budget))} more than the budget."
+    )
+
+
+def budget_rows(plan: Plan, budgets: tuple[int, ...]) -> list[dict[str, str]]:
+    rows = []
+    for budget_gib in budgets:
+        room = plan.headroom(budget_gib * 2**30)
+        rows.append(
+            {
+                "GPU memory": f"{budget_gib} GiB",
+                "Fits": "yes" if room >= 0 else "no",
+                "Spare or missing": ("+" if room >= 0 else "−") + gib(abs(room)),
+            }
+        )
+    return rows
+
+
+def peak_words(plan: Plan) -> str:
+    """What was alive at the peak, largest first."""
+    parts = sorted(plan.at_peak.items(), key=lambda kv: -kv[1])
+    return "; ".join(f"{kind_name(kind)} {gib(nbytes)}" for kind, nbytes in parts if nbytes >= 2**20)
+
+
+def sharding_words(plan: Plan) -> str | None:
+    """Said when the per-GPU numbers are computed from the measured step, not measured."""
+    if not plan.sharded:
+        return None
+    o = plan.options
+    words = (
+        f"Per GPU under {SHARDING_NAMES[o.zero_stage]} over {o.world_size} GPUs, computed from the measured step: "
+        f"parameters {gib(plan.parameters)} (of {gib(plan.measured.parameters)}), gradients {gib(plan.gradients)} "
+        f"(of {gib(plan.measured.gradients)}), optimizer state {gib(plan.optimizer_state)} "
+        f"(of {gib(plan.measured.optimizer_state)})."
+    )
+    if plan.gathered_unit:
+        words += f" The largest unit gathered whole: {gib(plan.gathered_unit)}."
+    return words
+
+
+def provenance(plan: Plan) -> str:
+    return (
+        f"{HOW_MEASURED} torch {plan.torch_version}, CPU kernels; transformers {plan.transformers_version}; "
+        f"hyperparameters from {plan.source}; {plan.parameter_count:,} parameters, {plan.trainable_count:,} "
+        f"trainable; {plan.seconds:.1f} s here."
+    )
+
+
+def limit_words(limit: Limit, budget_gib: int) -> str:
+    knob = "micro-batch" if limit.knob == "batch_size" else "sequence"
+    if limit.value is None:
+        smallest = limit.next_up
+        return f"No {knob} fits in {budget_gib} GiB: the smallest tried peaks at {gib(smallest.peak)}."
+    words = f"Largest {knob} that fits in {budget_gib} GiB: {limit.value:,} (peak {gib(limit.fits.peak)})"
+    if limit.next_up is not None:
+        next_value = getattr(limit.next_up.options, limit.knob)
+        return words + f"; {next_value:,} peaks at {gib(limit.next_up.peak)}. {limit.measured} steps measured."
+    return words + f", the end of the range tried ({limit.end:,}). {limit.measured} steps measured."
+
+
+def remedy_rows(remedies: Remedies, budget_gib: int) -> list[dict[str, str]]:
+    budget = budget_gib * 2**30
+    return [
+        {
+            "Change": r.name,
+            "Peak per GPU": gib(r.plan.peak),
+            "Saves": ("" if r.saved >= 0 else "−") + gib(abs(r.saved)),
+            f"Fits {budget_gib} GiB": "yes" if r.plan.fits(budget) else "no",
+        }
+        for r in remedies.remedies
+    ]
+
+
+def formula_lines(f: Formulas) -> list[str]:
+    """The usual formulas beside the measured numbers, each gap given as measured parts."""
+    per_parameter = f.measured_state / f.parameter_count
+    lines = [
+        f"ZeRO's 16 bytes per parameter for mixed-precision Adam: {gib(f.adam_16)} for {f.parameter_count:,} "
+        f"parameters. Measured parameters, gradients and optimizer state: {gib(f.measured_state)}, "
+        f"{per_parameter:.1f} bytes per parameter ({f.trainable_count:,} of them trainable).",
+        f"Korthikanti et al.'s activations for a GPT-3 block in 16-bit: {gib(f.korthikanti_block)} per block with "
+        f"the attention scores stored, {gib(f.korthikanti_block_fused)} without; × {f.blocks} blocks = "
+        f"{gib(f.blocks * f.korthikanti_block)} or {gib(f.blocks * f.korthikanti_block_fused)}. "
+        f"Measured for the whole model: {gib(f.measured_activations)}.",
+    ]
+    if f.measured_block is not None:
+        lines.append(
+            f"Measured per block: {gib(f.measured_block)}; outside the blocks (embeddings, final norm, head, loss): "
+            f"{gib(f.measured_outside)}. One fp32 copy of the logits (batch × sequence × vocabulary × 4 bytes) "
+            f"is {gib(f.logits_fp32)}."
+        )
+    return lines
+
+
+PREDICT_QUESTION = "At this step's peak, which part takes the most memory per GPU?"
+PREDICT_CHOICES = ("parameters", "gradients", "optimizer state", "activations")
+
+
+def predict_answer(plan: Plan) -> str:
+    """The largest of the four at the peak, as measured (activations include autocast's weight copies)."""
+    parts = {
+        "parameters": plan.at_peak.get("parameters", 0),
+        "gradients": plan.at_peak.get("gradients", 0),
+        "optimizer state": plan.at_peak.get("optimizer state", 0),
+        "activations": plan.at_peak.get("activations", 0) + plan.at_peak.get("weight copies", 0),
+    }
+    return max(parts, key=parts.get)
+
+
+def predict_evidence(plan: Plan) -> str:
+    return f"At the peak ({plan.peak_phase}, step {plan.peak_step}): {peak_words(plan)}."

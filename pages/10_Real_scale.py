@@ -1,0 +1,147 @@
+"""Real-scale lab: will fine-tuning a published model fit on my GPU? One real step of its code, on fake tensors."""
+
+import streamlit as st
+
+from explorers.scale import card, lesson, models
+from explorers.scale import figures as charts
+from explorers.scale.experiment import (
+    BATCH_RANGE,
+    BUDGETS_GIB,
+    OPTIMIZERS,
+    PRECISIONS,
+    TRAINABLE,
+    PlanOptions,
+    measure_plan,
+)
+from explorers.scale.formulas import measure_formulas
+from explorers.scale.remedies import measure as measure_remedies
+from explorers.scale.search import Question, limits
+from ui import figures, runs
+from ui.fields import BoolField, ChoiceField, IntField
+from ui.frame import start_lab
+
+SEQ_CHOICES = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+GPU_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+DEFAULT = PlanOptions()
+FIELDS = (
+    ChoiceField("model", DEFAULT.model, models.KEYS),
+    IntField("batch", DEFAULT.batch_size, *BATCH_RANGE),
+    ChoiceField("seq", DEFAULT.seq_len, SEQ_CHOICES),
+    ChoiceField("precision", DEFAULT.precision, PRECISIONS),
+    ChoiceField("optimizer", DEFAULT.optimizer, OPTIMIZERS),
+    BoolField("checkpointing", DEFAULT.checkpointing),
+    ChoiceField("trainable", DEFAULT.trainable, TRAINABLE),
+    IntField("blocks", DEFAULT.trainable_blocks, 1, 128),
+    ChoiceField("gpus", DEFAULT.world_size, GPU_CHOICES),
+    ChoiceField("zero", DEFAULT.zero_stage, (0, 1, 2, 3)),
+    ChoiceField("budget", 80, BUDGETS_GIB),
+)
+# The widest searches measure about ten steps of an 8B model, several seconds each here.
+TIME_LIMIT_S = runs.longer_limit(5)
+
+page = start_lab("scale", FIELDS)
+key = page.key
+
+bench, stage = page.workbench()
+with bench:
+    st.selectbox("Model", models.KEYS, key=key("model"), format_func=models.NAMES.get)
+    st.select_slider("Sequence length", SEQ_CHOICES, key=key("seq"))
+    st.number_input("Micro-batch", *BATCH_RANGE, key=key("batch"), step=1)
+    st.radio("Precision", PRECISIONS, key=key("precision"), format_func=lesson.PRECISION_NAMES.get)
+    st.segmented_control("GPU memory", BUDGETS_GIB, key=key("budget"), format_func="{} GiB".format)
+with bench, page.controls():
+    st.selectbox("Optimizer", OPTIMIZERS, key=key("optimizer"), format_func=lesson.OPTIMIZER_NAMES.get)
+    st.toggle("Activation checkpointing", key=key("checkpointing"))
+    st.selectbox("What trains", TRAINABLE, key=key("trainable"), format_func=lesson.TRAINABLE_NAMES.get)
+    if page.value("trainable") == "last":
+        st.slider("N (last blocks that train)", 1, 128, key=key("blocks"))
+    st.select_slider("Data-parallel GPUs", GPU_CHOICES, key=key("gpus"))
+    st.selectbox("Sharding", (0, 1, 2, 3), key=key("zero"), format_func=lesson.SHARDING_NAMES.get)
+page.sync_url()
+
+model = page.value("model")
+limit = models.position_limit(model)
+seq = page.value("seq")
+if seq > limit:
+    st.info(lesson.POSITION_NOTE.format(name=models.NAMES[model], limit=limit), icon=":material/info:")
+    seq = limit
+options = PlanOptions(
+    model=model,
+    batch_size=page.value("batch") or 1,  # an emptied number box counts as its smallest value
+    seq_len=seq,
+    precision=page.value("precision"),
+    optimizer=page.value("optimizer"),
+    checkpointing=page.value("checkpointing"),
+    trainable=page.value("trainable"),
+    trainable_blocks=page.value("blocks"),
+    world_size=page.value("gpus"),
+    zero_stage=page.value("zero"),
+)
+budget = page.value("budget") or 80
+text_size = 20 if page.presenting else 14
+settings = {"on": "fake tensors", "setting": lesson.setting_words(options)}
+plan = runs.run(measure_plan, options, label="Measuring one training step on fake tensors", timeout_s=TIME_LIMIT_S)
+
+with stage:
+    figures.plotly(
+        charts.peak_figure(plan, BUDGETS_GIB, budget, text_size=text_size),
+        figures.caption("Memory per GPU at the step's peak", settings, "cpu"),
+        "scale-peak",
+    )
+    fits, words = lesson.verdict(plan, budget)
+    (st.success if fits else st.error)(words)
+    st.dataframe(lesson.budget_rows(plan, BUDGETS_GIB), hide_index=True)
+
+parameters, gradients, state, activations = st.columns(4)
+parameters.metric("Parameters", lesson.gib(plan.parameters))
+gradients.metric("Gradients", lesson.gib(plan.gradients))
+state.metric("Optimizer state", lesson.gib(plan.optimizer_state))
+activations.metric("Activations", lesson.gib(plan.activations))
+st.caption(lesson.provenance(plan))
+sharding = lesson.sharding_words(plan)
+if sharding:
+    st.info(sharding, icon=":material/calculate:")
+
+question = Question(options, budget)
+found, fixes, formulas = runs.run_all(
+    [(limits, question), (measure_remedies, question), (measure_formulas, options)],
+    label="Searching the limits and measuring the remedies",
+    timeout_s=TIME_LIMIT_S,
+    priority=1,
+)
+left, right = st.columns(2, gap="large")
+with left:
+    st.subheader("What fits")
+    st.markdown(f"- {lesson.limit_words(found.batch, budget)}\n- {lesson.limit_words(found.seq, budget)}")
+with right:
+    st.subheader("Remedies, measured")
+    figures.plotly(
+        charts.remedies_figure(fixes, budget, text_size=text_size),
+        figures.caption("Peak per GPU after each change", settings, "cpu"),
+        "scale-remedies",
+    )
+st.dataframe(lesson.remedy_rows(fixes, budget), hide_index=True)
+
+st.subheader("The usual formulas, beside the measurement")
+st.markdown("\n".join(f"- {line}" for line in lesson.formula_lines(formulas)))
+
+figures.predict_then_reveal(
+    key("predict"),
+    lesson.PREDICT_QUESTION,
+    list(lesson.PREDICT_CHOICES),
+    lesson.predict_answer(plan),
+    lesson.predict_evidence(plan),
+)
+figures.answer_card(card.answer_card(plan, budget, found, fixes))
+figures.notes_download(
+    "Real-scale lab",
+    figures.caption("Real-scale lab", settings, "cpu"),
+    {
+        "Verdict": words,
+        "Budgets": figures.markdown_table(lesson.budget_rows(plan, BUDGETS_GIB)),
+        "What fits": "\n".join(f"- {lesson.limit_words(x, budget)}" for x in (found.batch, found.seq)),
+        "Remedies": figures.markdown_table(lesson.remedy_rows(fixes, budget)),
+        "Formulas": "\n".join(f"- {line}" for line in lesson.formula_lines(formulas)),
+    },
+    "scale",
+)
