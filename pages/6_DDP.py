@@ -5,17 +5,17 @@ from pathlib import Path
 
 import streamlit as st
 
-from explorers import ddp, environment
+from explorers import ddp, environment, uploads
 from explorers.ddp import card, lesson, schema
 from explorers.ddp import figures as charts
 from explorers.ddp import options as knobs
 from explorers.ddp.experiment import run_ddp
-from explorers.ddp.results import MAX_FILE_BYTES, parameter_layout
+from explorers.ddp.results import MAX_FILE_BYTES, MAX_UPLOAD_MB, parameter_layout
 from explorers.ddp.settings import RUN_TIMEOUT_S
 from explorers.ddp.words import CLUSTER_COMMAND, STARTED_BY
 from explorers.units import format_bytes
 from ui import figures, runs
-from ui.fields import BoolField, ChoiceField, IntField, quote
+from ui.fields import BoolField, ChoiceField, IntField
 from ui.frame import start_lab
 
 # The page opens on the predict question's case: 10 samples on 4 ranks, so the sampler pads.
@@ -188,16 +188,19 @@ st.download_button(
 
 def show_loaded(loaded: ddp.DDPRun) -> None:
     nodes = f"{loaded.nodes} torchrun nodes, " if loaded.nodes > 1 else ""
-    show_run(loaded, "ddp-loaded-topology", f"{nodes}from {quote(loaded.source)}", {"file": loaded.source})
+    name = uploads.code(loaded.source)  # the uploader's file name: shown literally, never as markdown
+    show_run(loaded, "ddp-loaded-topology", f"{nodes}from {name}", {"file": name})
     figures.plotly(
         charts.timeline_figure(loaded),
-        figures.caption("Loaded run: per-rank timeline", {"file": loaded.source}, page.device),
+        figures.caption("Loaded run: per-rank timeline", {"file": name}, page.device),
         "ddp-loaded-timeline",
     )
     st.markdown("\n".join(f"- {line}" for line in lesson.explain(loaded)))
 
 
-uploaded = st.file_uploader(lesson.upload_label(format_bytes(MAX_FILE_BYTES)), type=["json"], key=key("upload"))
+uploaded = st.file_uploader(
+    lesson.upload_label(format_bytes(MAX_FILE_BYTES)), type=["json"], key=key("upload"), max_upload_size=MAX_UPLOAD_MB
+)
 st.toggle(lesson.sample_label(SAMPLE.name), key=key("sample"))
 if uploaded is not None:
     try:
@@ -205,7 +208,7 @@ if uploaded is not None:
             raise schema.ResultsFileError(f"it is {format_bytes(uploaded.size)}, over {format_bytes(MAX_FILE_BYTES)}")
         loaded = schema.parse(uploaded.getvalue(), uploaded.name)
     except schema.ResultsFileError as error:
-        st.error(lesson.not_a_results_file(quote(uploaded.name)), icon=":material/error:")
+        st.error(lesson.not_a_results_file(uploads.code(uploaded.name)), icon=":material/error:")
         st.code(str(error), language=None, wrap_lines=True)
     else:
         show_loaded(loaded)

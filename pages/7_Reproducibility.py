@@ -4,10 +4,11 @@ import dataclasses
 
 import streamlit as st
 
+from explorers import uploads
 from explorers.reproducibility import card, experiment, job, lesson, manifest
 from explorers.reproducibility import figures as charts
 from ui import figures, runs
-from ui.fields import BoolField, ChoiceField, IntField, quote
+from ui.fields import BoolField, ChoiceField, IntField
 from ui.frame import start_lab
 
 DEFAULT = experiment.CompareOptions()
@@ -145,19 +146,24 @@ with st.expander("Run 1's manifest"):
 st.markdown(lesson.COMPARE_MANIFESTS)
 sides = []
 for column, label, default in zip(st.columns(2), ("Left", "Right"), (manifests[0], manifests[-1]), strict=True):
-    upload = column.file_uploader(f"{label} manifest (.json)", type=["json"], key=key(f"manifest_{label.lower()}"))
+    upload = column.file_uploader(
+        f"{label} manifest (.json)",
+        type=["json"],
+        key=key(f"manifest_{label.lower()}"),
+        max_upload_size=manifest.MAX_UPLOAD_MB,
+    )
     if upload is None:
         sides.append(default)
         continue
     try:
         sides.append(manifest.parse(upload.getvalue()))
     except ValueError as error:
-        column.error(f"**{label} manifest {quote(upload.name)}:** {error}", icon=":material/error:")
+        column.error(f"**{label} manifest {uploads.code(upload.name)}:** {error}", icon=":material/error:")
         sides.append(None)
 if None not in sides:
     found = manifest.differences(*sides)
     if found:
-        st.markdown(f"**{len(found)} field(s) differ:** " + ", ".join(f"`{d.field}`" for d in found))
+        st.markdown(lesson.fields_differ([d.field for d in found]))
         st.dataframe(charts.manifest_table(found), hide_index=True)
     else:
         st.success(lesson.MANIFESTS_IDENTICAL)

@@ -17,12 +17,15 @@ from pathlib import Path
 
 import torch
 
+from explorers import uploads
 from explorers.ddp import model as lab_model
 from explorers.ddp import options as lab_options
 
 FORMAT = "pytorch-explorer/ddp-results"
 VERSION = 1
 MAX_FILE_BYTES = 8 * 2**20
+MAX_UPLOAD_MB = uploads.upload_megabytes(MAX_FILE_BYTES)  # the page's uploader refuses larger files
+MAX_JSON_DEPTH = uploads.MAX_DEPTH  # a results file nests 6 levels; an upload nested deeper is refused unparsed
 MAX_ERROR_CHARS = 400
 MAX_COLLECTIVES_PER_RANK = 1_000
 OUTCOMES = ("finished", "failed", "timed_out")

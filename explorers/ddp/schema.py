@@ -13,6 +13,7 @@ import json
 import math
 import re
 
+from explorers import uploads
 from explorers.ddp import options as lab_options
 from explorers.ddp.results import (
     FORMAT,
@@ -21,6 +22,7 @@ from explorers.ddp.results import (
     MAX_COLLECTIVES_PER_RANK,
     MAX_ERROR_CHARS,
     MAX_FILE_BYTES,
+    MAX_JSON_DEPTH,
     OUTCOMES,
     PHASES,
     RANK_OUTCOMES,
@@ -42,13 +44,29 @@ class ResultsFileError(ValueError):
 
 
 def parse(data: bytes | str, source: str) -> DDPRun:
-    """A results file's bytes, checked against the format, as a DDPRun; ResultsFileError otherwise."""
-    size = len(data.encode() if isinstance(data, str) else data)
+    """A results file's bytes, checked against the format, as a DDPRun; ResultsFileError otherwise.
+
+    Hostile files included: the nesting is measured on the raw text, without recursion, before
+    `json.loads` sees it, and every way a file can fail to parse or to fit (invalid UTF-8, a lone
+    surrogate, a wrong type, recursion) ends in a ResultsFileError whose message quotes at most a
+    short `repr` of what it found.
+    """
+    try:
+        size = len(data.encode() if isinstance(data, str) else data)
+    except UnicodeEncodeError:
+        raise ResultsFileError("not a JSON results file: its text is not valid Unicode") from None
     if size > MAX_FILE_BYTES:
         raise ResultsFileError(f"the file is {size:,} bytes; a results file is at most {MAX_FILE_BYTES:,}")
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
+        depth = uploads.json_depth(text)
+        if depth > MAX_JSON_DEPTH:
+            raise ResultsFileError(
+                f"not a JSON results file: it is nested {depth:,} levels deep, over {MAX_JSON_DEPTH}"
+            )
         raw = json.loads(text, parse_constant=_no_constants)
+    except ResultsFileError:
+        raise
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as error:
         raise ResultsFileError(f"not a JSON results file: {str(error)[:200]}") from None
     return from_raw(raw, source, text)
@@ -60,17 +78,21 @@ def _no_constants(name: str) -> None:
 
 def from_raw(raw: object, source: str, text: str | None = None) -> DDPRun:
     checker = _Checker()
-    run = checker.run(raw, source, text if text is not None else json.dumps(raw, allow_nan=False))
-    return run
+    try:
+        return checker.run(raw, source, text if text is not None else json.dumps(raw, allow_nan=False))
+    except RecursionError:  # built in memory deeper than any file parse() accepts
+        raise ResultsFileError("not a results file: nested too deeply to read") from None
+    except TypeError as error:  # a value of a type no check expected there
+        raise ResultsFileError(
+            f"not a results file: a value of the wrong type ({uploads.escaped(str(error))})"
+        ) from None
 
 
 class _Checker:
     """Each method checks one part of the file and builds its dataclass; the path says where a problem is."""
 
     def fail(self, path: str, expected: str, value: object) -> None:
-        shown = repr(value)
-        shown = shown[:60] + ("…" if len(shown) > 60 else "")
-        raise ResultsFileError(f"{path}: expected {expected}, found {shown}")
+        raise ResultsFileError(f"{path}: expected {expected}, found {uploads.short_repr(value)}")
 
     def keys(self, value: object, path: str, names: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
         """The object's keys are `names` plus any of `optional` (added after version 1's first files)."""
@@ -79,7 +101,7 @@ class _Checker:
         unknown = sorted(set(value) - set(names) - set(optional))
         missing = sorted(set(names) - set(value))
         if unknown:
-            raise ResultsFileError(f"{path}: unknown key(s) {unknown[:5]}")
+            raise ResultsFileError(f"{path}: unknown key(s) {uploads.short_repr(unknown[:5], 200)}")
         if missing:
             raise ResultsFileError(f"{path}: missing key(s) {missing[:5]}")
         return value
@@ -142,8 +164,8 @@ class _Checker:
         self.integer(top["version"], "version", VERSION, VERSION)
         try:
             options = lab_options.from_dict(top["options"], lab_options.CLUSTER_WORLD_SIZE_RANGE)
-        except ValueError as error:
-            raise ResultsFileError(f"options: {error}") from None
+        except ValueError as error:  # its message may quote a value from the file: cut short
+            raise ResultsFileError(f"options: {uploads.escaped(str(error), 200)}") from None
         world = self.integer(top["world_size"], "world_size", *lab_options.CLUSTER_WORLD_SIZE_RANGE)
         if world != options.world_size:
             self.fail("world_size", f"the options' world_size {options.world_size}", world)

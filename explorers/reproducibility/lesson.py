@@ -9,6 +9,7 @@ starts at step k.
 
 from __future__ import annotations
 
+from explorers import uploads
 from explorers.reproducibility.experiment import COMPONENTS, Comparison, ResumedRun, ResumeResult
 from explorers.reproducibility.job import SOURCES
 from explorers.statements import Statement
@@ -335,6 +336,13 @@ CPU_ONLY = "This lab's job runs on the CPU; the device choice does not apply to 
 SHORT_RUN_CHECKPOINT = "With 2 steps, the checkpoint is written after 1 step: the resumed runs start at step 1."
 CHECKPOINT_LABEL = "Checkpoint after (steps)"
 MANIFESTS_IDENTICAL = "The two manifests are identical, field for field."
+
+
+def fields_differ(fields: list[str]) -> str:
+    """The fields in which two manifests differ, each a code span that shows an uploaded key literally."""
+    return f"**{len(fields)} field(s) differ:** " + ", ".join(uploads.code(field) for field in fields)
+
+
 COMPARE_MANIFESTS = "**Compare two manifests.** Run 1 against the last run, unless you upload your own for either side."
 DRAWS_CAPTION = "Run 1's first two batches: who made them, and the scales drawn"
 PREDICT_CHOICES = ["Yes, bitwise equal", "No, they differ"]

@@ -20,10 +20,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from explorers import units
+from explorers import units, uploads
 
 VERSION = 1
 MAX_BYTES = 64 * 1024  # a manifest of this lab is about 1.5 KiB
+MAX_UPLOAD_MB = uploads.upload_megabytes(MAX_BYTES)  # the page's uploaders refuse larger files (1 MB)
 MAX_DEPTH = 6
 MAX_FIELDS = 400
 SHOWN_CHARS = 80
@@ -127,8 +128,16 @@ def _refuse_constant(name: str):
 
 
 def parse(data: bytes | str) -> dict:
-    """A manifest from JSON text; ValueError with a reason a person can act on for anything else."""
-    raw = data.encode() if isinstance(data, str) else bytes(data)
+    """A manifest from JSON text; ValueError with a reason a person can act on for anything else.
+
+    Built for hostile uploads: the size is checked first, the nesting is measured on the raw text
+    (without recursion) before `json.loads` sees it, text that is not valid Unicode (a lone
+    surrogate) is refused, and a message quotes the file's content only as a short code span.
+    """
+    try:
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+    except UnicodeEncodeError:
+        raise ValueError(_NOT_UNICODE) from None
     if len(raw) > MAX_BYTES:
         raise ValueError(
             f"The file is {units.format_bytes(len(raw))}; a manifest is at most "
@@ -138,6 +147,9 @@ def parse(data: bytes | str) -> dict:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError("The file is not UTF-8 text, so it is not a JSON manifest.") from None
+    depth = uploads.json_depth(text)
+    if depth > MAX_DEPTH:
+        raise ValueError(_too_deep(depth))
     try:
         manifest = json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as error:
@@ -152,25 +164,60 @@ def parse(data: bytes | str) -> dict:
         raise ValueError(f"A manifest is a JSON object ({{...}}); this file holds a JSON {type(manifest).__name__}.")
     if "manifest_version" not in manifest:
         raise ValueError("The JSON has no `manifest_version` field, so it is not a manifest of this lab.")
-    if manifest["manifest_version"] != VERSION:
+    version = manifest["manifest_version"]
+    if version != VERSION:
         raise ValueError(
-            f"manifest_version {str(manifest['manifest_version'])[:20]!r} is not one this lab reads ({VERSION})."
+            f"manifest_version {uploads.code(uploads.short_repr(version, 20))} is not one this lab reads ({VERSION})."
         )
-    depth, fields = _shape(manifest)
+    depth, fields, bad_text = _shape(manifest)
     if depth > MAX_DEPTH:
-        raise ValueError(f"The JSON is {depth} levels deep; a manifest is at most {MAX_DEPTH}.")
+        raise ValueError(_too_deep(depth))
     if fields > MAX_FIELDS:
         raise ValueError(f"The JSON has {fields:,} fields; a manifest has at most {MAX_FIELDS}.")
+    if bad_text is not None:
+        raise ValueError(f"{_NOT_UNICODE} It holds {uploads.code(bad_text, 40)}.")
     return manifest
 
 
-def _shape(value, depth: int = 1) -> tuple[int, int]:
-    """(nesting depth, number of leaf fields)."""
-    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
-    if children is None:
-        return depth - 1, 1
-    shapes = [_shape(child, depth + 1) for child in children]
-    return max([depth, *(d for d, _ in shapes)]), sum(f for _, f in shapes)
+_NOT_UNICODE = "The JSON holds text that is not valid Unicode (a lone surrogate), which no manifest holds."
+
+
+def _too_deep(depth: int) -> str:
+    return f"The JSON is {depth:,} levels deep; a manifest is at most {MAX_DEPTH}."
+
+
+def _shape(value) -> tuple[int, int, str | None]:
+    """(nesting depth, number of leaf fields, the first key or string that is not valid Unicode, if any).
+
+    Walked with a stack rather than recursion, so no depth of value can exhaust Python's recursion.
+    """
+    deepest, fields, bad_text = 0, 0, None
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            deepest = max(deepest, depth)
+            for key in item:
+                if bad_text is None and not _is_unicode(key):
+                    bad_text = key
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in item)
+        else:
+            fields += 1
+            if bad_text is None and isinstance(item, str) and not _is_unicode(item):
+                bad_text = item
+    return deepest, fields, bad_text
+
+
+def _is_unicode(text: str) -> bool:
+    """Whether the text encodes as UTF-8: false for a lone surrogate such as "\\ud800", which JSON can spell."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # --- Comparing two ----------------------------------------------------------------------------------------
