@@ -51,13 +51,6 @@ LABS = (
         "pages/4_Memory.py",
     ),
     Lab(
-        "scale",
-        "Real scale",
-        "Will fine-tuning Llama-3-8B fit on my GPU, and what do I change if not?",
-        ":material/dns:",
-        "pages/10_Real_scale.py",
-    ),
-    Lab(
         "profiler",
         "Profiler",
         "Where does a slow training step spend its time?",
@@ -85,6 +78,13 @@ LABS = (
         "Why does a model that trained well fail in production?",
         ":material/rocket_launch:",
         "pages/8_Serving.py",
+    ),
+    Lab(
+        "scale",
+        "Real scale",
+        "Will fine-tuning Llama-3-8B fit on my GPU, and what do I change if not?",
+        ":material/dns:",
+        "pages/10_Real_scale.py",
     ),
 )
 

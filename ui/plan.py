@@ -56,7 +56,7 @@ DAYS = (
         "A project story with evidence",
         "Tell one story from your own work in the four-part frame; use a "
         "lab's figure as the evidence you wish you had kept.",
-        ("profiler", "memory"),
+        ("profiler", "memory", "scale"),
     ),
     Day(
         6,

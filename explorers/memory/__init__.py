@@ -10,6 +10,12 @@
     from explorers import memory
     m = memory.measure(model, batch, optimizer="adam", precision="bf16", checkpointing=True)
     m.activations, m.first_step.peak, m.steady_step.peak, m.steady_step.at_peak, m.predicted
+
+`plan(model, batch_size, seq_len, ...)` answers the same question for a published model at real
+scale (Llama-3-8B, Mistral-7B, GPT-2 XL, ...), per GPU, on fake tensors: see `explorers.scale`.
+
+    p = memory.plan("llama-3-8b", batch_size=1, seq_len=2048, precision="bf16-mixed", optimizer="adamw")
+    p.parameters, p.gradients, p.optimizer_state, p.activations, p.peak, p.at_peak, p.fits(80 * 2**30)
 """
 
 from explorers.memory.experiment import MemoryOptions
@@ -25,6 +31,14 @@ from explorers.memory.your_model import (
     measure,
 )
 
+
+def plan(*args, **kwargs):
+    """`explorers.scale.plan`: bytes per GPU for one training step of a published model (imported on first use)."""
+    from explorers.scale.experiment import plan as scale_plan
+
+    return scale_plan(*args, **kwargs)
+
+
 __all__ = [
     "CATEGORIES",
     "OPTIMIZERS",
@@ -36,4 +50,5 @@ __all__ = [
     "estimate",
     "estimate_saved",
     "measure",
+    "plan",
 ]

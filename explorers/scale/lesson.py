@@ -54,7 +54,7 @@ PRECISION_NAMES = {
 }
 OPTIMIZER_NAMES = {"adamw": "AdamW", "sgd_momentum": "SGD with momentum", "sgd": "SGD"}
 SHARDING_NAMES = {0: "DDP (no sharding)", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3 / FSDP full shard"}
-TRAINABLE_NAMES = {"all": "everything", "last": "the last N blocks and the head", "head": "the head only"}
+TRAINABLE_NAMES = {"all": "everything", "last": "the last N blocks and the head", "head": "just the head"}
 KIND_NAMES = {
     "parameters": "parameters",
     "gradients": "gradients",
@@ -81,7 +81,7 @@ def gib(nbytes: int) -> str:
 
 
 def setting_words(options: PlanOptions) -> str:
-    trains = {"all": "all weights", "head": "the head only"}.get(
+    trains = {"all": "all weights", "head": "just the head"}.get(
         options.trainable, f"the last {options.trainable_blocks} blocks and the head"
     )
     parts = [

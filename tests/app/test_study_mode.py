@@ -17,6 +17,7 @@ EVIDENCE_CONTROLS = {
     "pages/6_DDP.py": ("slider", "ddp.dataset_size", 9),
     "pages/7_Reproducibility.py": ("toggle", "reproducibility.torch", False),
     "pages/8_Serving.py": ("checkbox", "serving.feature_order", True),
+    "pages/10_Real_scale.py": ("selectbox", "scale.model", "gpt2"),
 }
 CARDED = [page for page in PAGES if page in EVIDENCE_CONTROLS]
 
