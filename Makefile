@@ -68,6 +68,7 @@ bench: browser
 	$(BIN)/python benchmarks/bench_reproducibility.py
 	$(BIN)/python benchmarks/bench_serving.py
 	$(BIN)/python benchmarks/bench_ddp.py
+	$(BIN)/python benchmarks/bench_scale.py
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache

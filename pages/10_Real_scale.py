@@ -109,17 +109,14 @@ found, fixes, formulas = runs.run_all(
     timeout_s=TIME_LIMIT_S,
     priority=1,
 )
-left, right = st.columns(2, gap="large")
-with left:
-    st.subheader("What fits")
-    st.markdown(f"- {lesson.limit_words(found.batch, budget)}\n- {lesson.limit_words(found.seq, budget)}")
-with right:
-    st.subheader("Remedies, measured")
-    figures.plotly(
-        charts.remedies_figure(fixes, budget, text_size=text_size),
-        figures.caption("Peak per GPU after each change", settings, "cpu"),
-        "scale-remedies",
-    )
+st.subheader("What fits")
+st.markdown(f"- {lesson.limit_words(found.batch, budget)}\n- {lesson.limit_words(found.seq, budget)}")
+st.subheader("Remedies, measured")
+figures.plotly(
+    charts.remedies_figure(fixes, budget, text_size=text_size),
+    figures.caption("Peak per GPU after each change", settings, "cpu"),
+    "scale-remedies",
+)
 st.dataframe(lesson.remedy_rows(fixes, budget), hide_index=True)
 
 st.subheader("The usual formulas, beside the measurement")

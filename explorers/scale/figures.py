@@ -17,6 +17,7 @@ KIND_COLOURS = {
     "gathered unit": "#8c564b",
 }
 OTHER_COLOUR = "#7f7f7f"  # temporaries, the batch, buffers
+OTHER = "other (under 1% each)"
 MARGIN = {"l": 10, "r": 20, "t": 90, "b": 60}  # the legend above the plot; the axis title and caption below
 
 
@@ -24,35 +25,42 @@ def _gib(nbytes: int) -> float:
     return nbytes / GIB
 
 
+def peak_parts(plan: Plan) -> list[tuple[str, int]]:
+    """What was alive at the peak, largest first; parts under 1% of it summed as "other" (the sum stays the peak)."""
+    large = [(kind, n) for kind, n in plan.at_peak.items() if n >= plan.peak / 100]
+    other = plan.peak - sum(n for _, n in large)
+    return sorted(large, key=lambda kv: -kv[1]) + ([(OTHER, other)] if other else [])
+
+
 def peak_figure(plan: Plan, budgets: tuple[int, ...], chosen: int, text_size: int = 14) -> go.Figure:
-    """One bar: what was alive at the peak, largest first, with a line at each GPU budget."""
+    """One bar: what was alive at the peak, largest first, with a line at each GPU budget (its tick on the axis)."""
     figure = go.Figure()
-    for kind, nbytes in sorted(plan.at_peak.items(), key=lambda kv: -kv[1]):
+    for kind, nbytes in peak_parts(plan):
+        name = kind_name(kind) if kind != OTHER else OTHER
         figure.add_trace(
             go.Bar(
                 y=["at the peak"],
                 x=[_gib(nbytes)],
-                name=kind_name(kind),
+                name=name,
                 orientation="h",
                 marker_color=KIND_COLOURS.get(kind, OTHER_COLOUR),
-                hovertemplate=f"{kind_name(kind)}: %{{x:,.2f}} GiB<extra></extra>",
+                hovertemplate=f"{name}: %{{x:,.2f}} GiB<extra></extra>",
             )
         )
-    top = max(_gib(plan.peak), max(budgets)) * 1.05
     for budget in budgets:
-        figure.add_vline(
-            x=budget,
-            line={"color": "#222" if budget == chosen else "#888", "dash": "solid" if budget == chosen else "dot"},
-            annotation={"text": f"{budget} GiB", "font": {"size": text_size - 2}},
-            annotation_position="bottom",
-        )
+        mine = budget == chosen
+        figure.add_vline(x=budget, line={"color": "#222" if mine else "#888", "dash": "solid" if mine else "dot"})
     figure.update_layout(
         barmode="stack",
         height=300 + 4 * text_size,
         margin=MARGIN,
         font={"size": text_size},
         legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
-        xaxis={"title": "GiB per GPU", "range": [0, top]},
+        xaxis={
+            "title": "GiB per GPU (lines: GPU memory)",
+            "range": [0, max(_gib(plan.peak), max(budgets)) * 1.05],
+            "tickvals": [0, *budgets],
+        },
         yaxis={"showticklabels": False},
     )
     return figure
@@ -75,12 +83,13 @@ def remedies_figure(remedies: Remedies, chosen: int, text_size: int = 14) -> go.
             hovertemplate="%{y}: %{x:,.2f} GiB<extra></extra>",
         )
     )
-    figure.add_vline(x=chosen, line={"color": "#222"}, annotation={"text": f"{chosen} GiB"})
+    figure.add_vline(x=chosen, line={"color": "#222"})
+    top = max(max(peaks), chosen) * 1.15
     figure.update_layout(
-        height=140 + 36 * len(names),
-        margin={"l": 10, "r": 40, "t": 40, "b": 90},
+        height=140 + 2.6 * text_size * len(names),
+        margin={"l": 10, "r": 40, "t": 20, "b": 60},
         font={"size": text_size},
-        xaxis={"title": "peak GiB per GPU", "range": [0, max(max(peaks), chosen) * 1.15]},
+        xaxis={"title": "peak GiB per GPU (line: GPU memory)", "range": [0, top], "tickvals": [0, chosen]},
         yaxis={"autorange": "reversed", "automargin": True, "type": "category"},
         showlegend=False,
     )
