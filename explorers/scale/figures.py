@@ -55,7 +55,7 @@ def peak_figure(plan: Plan, budgets: tuple[int, ...], chosen: int, text_size: in
         height=300 + 4 * text_size,
         margin=MARGIN,
         font={"size": text_size},
-        legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
+        legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom", "traceorder": "normal"},
         xaxis={
             "title": "GiB per GPU (lines: GPU memory)",
             "range": [0, max(_gib(plan.peak), max(budgets)) * 1.05],

@@ -97,3 +97,31 @@ def test_notes_file_reads_offline_with_its_figures_as_images(page, server_url, b
     assert charts.count() == text.count("<figure>") and charts.count() >= 1
     assert all(src.startswith("data:image/svg+xml") for src in charts.evaluate_all("imgs => imgs.map(i => i.src)"))
     offline.context.close()
+
+
+@pytest.mark.parametrize("viewport", [(1280, 800), (1920, 1080)], ids=["laptop", "projector"])
+def test_llama_3_8b_in_bf16_answers_with_verdict_limits_remedies_and_card_and_its_link_reopens_it(
+    page, server_url, browser, screenshots, viewport
+):
+    page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
+    page.goto(f"{server_url}/Real_scale" + ("?present=1" if viewport[0] == 1920 else ""))
+    wait_for_app(page)
+    page.get_by_text("bf16 (weights, gradients, optimizer state)").click()  # the radio's label
+    expect(page).to_have_url(re.compile(r"precision=bf16(&|$)"), timeout=60_000)
+    wait_for_app(page)
+    verdict = page.get_by_text(re.compile(r"in 80 GiB per GPU: the step peaks at")).first
+    expect(verdict).to_be_visible(timeout=120_000)
+    chart_box = page.locator("[data-testid='stPlotlyChart']").first.bounding_box()
+    assert chart_box["y"] + chart_box["height"] / 2 < viewport[1], "the breakdown is on the first screen"
+    expect(page.get_by_text(re.compile(r"(Largest|No) micro-batch")).first).to_be_visible(timeout=120_000)
+    expect(page.get_by_role("heading", name="Remedies, measured")).to_be_visible()
+    evidence = page.get_by_text("Evidence (this run).").locator("xpath=..")
+    expect(evidence).to_contain_text("Llama-3-8B, bf16, AdamW, micro-batch 1, sequence 2048")
+    expect(evidence).to_contain_text("micro-batch that fits in 80 GiB")
+    page.screenshot(path=screenshots / f"scale-llama-bf16-{viewport[0]}.png")
+
+    shared = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}).new_page()
+    shared.goto(page.url)
+    wait_for_app(shared)
+    expect(shared.get_by_text(verdict.inner_text()).first).to_be_visible(timeout=60_000)
+    shared.context.close()

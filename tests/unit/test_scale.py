@@ -1,0 +1,63 @@
+"""The Real-scale lab's options, its refusals, and its promise to keep transformers out of the server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from explorers.scale import models
+from explorers.scale.experiment import PlanOptions, measure_plan, plan
+from tests.unit.test_layout import ROOT
+
+
+def test_the_server_never_imports_transformers():
+    """Pages import these modules; only the run engine's workers build models."""
+    code = (
+        "import sys\n"
+        "import explorers.memory, explorers.scale.card, explorers.scale.figures, explorers.scale.lesson\n"
+        "import explorers.scale.search, explorers.scale.remedies, explorers.scale.formulas\n"
+        "from explorers.scale import models\n"
+        "assert [models.position_limit(k) for k in models.KEYS]\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'transformers'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"model": "llama-99b"}, "model must be one of"),
+        ({"precision": "fp8"}, "precision must be one of"),
+        ({"optimizer": "adam"}, "optimizer must be one of"),
+        ({"zero_stage": 4}, "zero_stage must be one of"),
+        ({"batch_size": 0}, "batch_size must be an integer from 1"),
+        ({"batch_size": True}, "batch_size must be an integer"),
+        ({"seq_len": 10**9}, "seq_len must be an integer"),
+        ({"world_size": 0}, "world_size must be an integer"),
+        ({"checkpointing": "yes"}, "checkpointing must be True or False"),
+    ],
+)
+def test_bad_options_are_refused_with_the_reason(changes, message):
+    with pytest.raises(ValueError, match=message):
+        PlanOptions(**changes)
+
+
+def test_a_sequence_past_the_position_table_is_refused_with_its_length():
+    with pytest.raises(ValueError, match="holds 512 positions"):
+        measure_plan(PlanOptions(model="bert-base-uncased", seq_len=1024))
+
+
+def test_a_config_object_and_its_key_give_the_same_plan():
+    by_key = plan("gpt2", 1, 64, precision="fp32")
+    by_config = plan(models.config_for("gpt2"), 1, 64, precision="fp32")
+    assert (by_key.peak, by_key.at_peak) == (by_config.peak, by_config.at_peak)
+    assert by_config.source == "a transformers config object" and by_key.source.startswith("https://huggingface.co/")
+
+
+def test_fits_and_headroom_follow_the_peak():
+    p = plan("gpt2", 1, 64, precision="fp32")
+    assert p.fits(p.peak) and not p.fits(p.peak - 1)
+    assert p.headroom(p.peak + 5) == 5
