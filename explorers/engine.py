@@ -66,6 +66,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from explorers import scheduling
+
 DEFAULT_TIMEOUT_S = 120.0
 CANCEL_GRACE_S = 0.5  # a worker that has not stopped by then is killed: a left page stops its run within ~1 s
 WORKER_MEMORY_BYTES = 2 * 2**30  # what one worker may need at most (the Memory lab allocates up to 256 MiB)
@@ -278,9 +280,10 @@ class _Job:
 
     _ids = itertools.count(1)
 
-    def __init__(self, fn: Callable, options: Any, timeout_s: float, priority: int) -> None:
+    def __init__(self, fn: Callable, options: Any, timeout_s: float, priority: int, session: str, long: bool) -> None:
         self.id = next(self._ids)
         self.fn, self.options, self.timeout_s, self.priority = fn, options, timeout_s, priority
+        self.session, self.long = session, long  # whose turn it takes; a long run holds part of the pool only
         self.key = experiment_key(fn, options)
         self.state = "queued"  # -> running -> done | failed | cancelled
         self.progress = Progress()
@@ -379,6 +382,8 @@ class Engine:
         self._changed = threading.Condition()  # guards every field below; notified on any job change
         self._workers: list[_Worker] = []
         self._queue: list[_Job] = []
+        self._last_served: dict[str, int] = {}  # session -> the turn it was last served at
+        self._turns = 0
         self._in_flight: dict[tuple, _Job] = {}
         self._cache: OrderedDict[tuple, bytes] = OrderedDict()
         self._cache_bytes = 0
@@ -391,18 +396,28 @@ class Engine:
 
     # --- for callers ---
 
-    def submit(self, fn: Callable, options: Any, *, timeout_s: float | None = None, priority: int = 0) -> Run:
+    def submit(
+        self, fn: Callable, options: Any, *, timeout_s: float | None = None, priority: int = 0, session: str = ""
+    ) -> Run:
         """Queue `fn(options)` (or join the same request in flight, or answer from the cache).
 
-        Lower `priority` runs first among queued jobs: a page submits its main figure's run at 0.
+        Sessions take turns (`explorers.scheduling`); within one, lower `priority` runs first: a
+        page submits its main figure's run at 0. A time limit above the engine's usual one marks
+        a long run, which may hold only part of the pool.
         """
         key = experiment_key(fn, options)
         with self._changed:
             if self._closed:
                 raise RunFailed("the run engine has been shut down")
             job = self._in_flight.get(key)
+            if job is None and sum(j.session == session for j in self._queue) >= scheduling.MAX_QUEUED_PER_SESSION:
+                raise RunFailed(
+                    f"this session already has {scheduling.MAX_QUEUED_PER_SESSION} runs waiting; "
+                    "let them finish (or leave the page) and try again"
+                )
             if job is None:
-                job = _Job(fn, options, timeout_s or self.timeout_s, priority)
+                limit = timeout_s or self.timeout_s
+                job = _Job(fn, options, limit, priority, session, long=limit > self.timeout_s)
                 if key in self._cache:
                     self._cache.move_to_end(key)
                     job.state, job.payload = "done", self._cache[key]
@@ -454,7 +469,8 @@ class Engine:
     # --- bookkeeping (callers hold self._changed) ---
 
     def _queued_ahead(self, job: _Job) -> int:
-        return sum(1 for other in self._queue if (other.priority, other.id) < (job.priority, job.id))
+        order = scheduling.service_order(self._queue, self._last_served)
+        return order.index(job) if job in order else 0
 
     def _leave(self, job: _Job) -> None:
         with self._changed:
@@ -537,8 +553,13 @@ class Engine:
             if worker.code_version != current:  # it may have imported the old code: start a fresh one
                 self._replace(worker, None)
                 continue
-            job = min(self._queue, key=lambda j: (j.priority, j.id))
+            long_running = sum(1 for w in self._workers if w.job and w.job.long)
+            job = scheduling.pick(self._queue, self._last_served, long_running, self.size)
+            if job is None:  # only long runs wait, and they hold their share of the pool
+                break
             self._queue.remove(job)
+            self._turns += 1
+            self._last_served[job.session] = self._turns
             try:
                 worker.conn.send(("run", job.id, job.fn, job.options))
             except Exception as error:  # unpicklable options, or the worker just died

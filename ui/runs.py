@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from explorers.engine import Cancelled, Progress, Run, RunFailed, default_engine
 
@@ -27,7 +28,8 @@ def start_engine() -> None:
 
 def _show(bar, label: str, progress: Progress) -> None:
     if progress.queued_behind:
-        bar.progress(0.0, text=f"{label}: waiting for a free worker ({progress.queued_behind} run(s) ahead)")
+        ahead = progress.queued_behind
+        bar.progress(0.0, text=f"{label}: waiting for a free worker, {ahead} run{'s' * (ahead > 1)} ahead of yours")
     elif progress.total:
         bar.progress(progress.fraction, text=f"{label}: {progress.done} of {progress.total}")
     else:
@@ -39,6 +41,12 @@ def _failed(label: str, error: Exception) -> None:
     st.error(f"**{label} did not finish:** {reason}", icon=":material/error:")
     st.button("Run again", key=f"again-{label}", icon=":material/refresh:")
     st.stop()
+
+
+def _session() -> str:
+    """This browser session's id: the engine takes turns between sessions."""
+    context = get_script_run_ctx()
+    return context.session_id if context else ""
 
 
 def longer_limit(factor: float) -> float:
@@ -69,13 +77,14 @@ def run_all(
     every session.
     """
     engine = default_engine()
-    handles: list[Run] = [
-        engine.submit(fn, options, timeout_s=timeout_s, priority=priority + (index > 0))
-        for index, (fn, options) in enumerate(requests)
-    ]
+    handles: list[Run] = []
     bar = None
     results = []
     try:
+        for index, (fn, options) in enumerate(requests):
+            handles.append(
+                engine.submit(fn, options, timeout_s=timeout_s, priority=priority + (index > 0), session=_session())
+            )
         for index, handle in enumerate(handles):
             if bar is None and not handle.done:
                 bar = st.empty()
