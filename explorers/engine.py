@@ -55,8 +55,10 @@ import multiprocessing.spawn
 import os
 import pickle
 import random
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 import time
 import traceback
@@ -66,7 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from explorers import scheduling
+from explorers import lifeline, scheduling
 
 DEFAULT_TIMEOUT_S = 120.0
 CANCEL_GRACE_S = 0.5  # a worker that has not stopped by then is killed: a left page stops its run within ~1 s
@@ -74,7 +76,6 @@ WORKER_MEMORY_BYTES = 2 * 2**30  # what one worker may need at most (the Memory 
 MAX_WORKERS = 4
 CACHE_MAX_ENTRIES = 512
 CACHE_MAX_BYTES = 256 * 2**20
-PARENT_CHECK_S = 0.5
 START_FAILURES_ALLOWED = 3  # workers that die before they are ready, in a row, before queued runs fail
 # What the forkserver imports once, before any worker forks from it (figures need pandas and plotly).
 PRELOAD = ["torch", "pandas", "plotly.graph_objects", "explorers.engine"]
@@ -174,21 +175,12 @@ def _reset_process_state(threads: int) -> None:
     torch.backends.cudnn.benchmark = False
 
 
-def _exit_with_parent() -> None:
-    """End this worker's whole process group once the forkserver (and so the server) is gone."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_CHECK_S)
-        os.killpg(0, signal.SIGKILL)
-
-    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
-
-
-def _worker_main(conn: multiprocessing.connection.Connection, threads: int) -> None:
+def _worker_main(conn: multiprocessing.connection.Connection, threads: int, folder: str) -> None:
+    # Every temporary file of its runs (DDP's, torchrun's, fresh interpreters', multiprocessing's) goes in here,
+    # children included: the engine removes the folder when it replaces this worker, however the run ended.
+    os.environ["TMPDIR"] = tempfile.tempdir = folder
     os.setsid()  # its own process group: killing the group also ends its DataLoader workers
-    _exit_with_parent()
+    lifeline.exit_with_parent(whole_group=True, kernel_signal=False)  # with the server's forkserver, the group ends
     import torch
 
     _reset_process_state(threads)
@@ -301,13 +293,28 @@ class _Job:
 _worker_ids = itertools.count(1)
 
 
+FOLDER_PREFIX = "explorer-worker-"
+
+
+def sweep_stale_folders() -> None:
+    """Remove the worker folders of servers that are gone (a SIGKILLed server could not remove its own)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
+        owner = folder.name.removeprefix(FOLDER_PREFIX).split("-")[0]
+        if owner.isdigit() and not lifeline.alive(int(owner)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 class _Worker:
     def __init__(self, context, threads: int) -> None:
+        self.folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")  # the server's pid: see the sweep
         self.conn, child_conn = context.Pipe()
         # Not a daemon: daemonic processes may not start children, and DataLoader workers are children.
         # Engine.close (registered with atexit) ends it instead.
         self.process = context.Process(
-            target=_worker_main, args=(child_conn, threads), daemon=False, name=f"{WORKER_NAME}-{next(_worker_ids)}"
+            target=_worker_main,
+            args=(child_conn, threads, self.folder),
+            daemon=False,
+            name=f"{WORKER_NAME}-{next(_worker_ids)}",
         )
         self.process.start()
         child_conn.close()
@@ -324,6 +331,7 @@ class _Worker:
             self.process.kill()  # in case it died before it made its own group
         self.process.join(5)
         self.conn.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class Run:
@@ -390,6 +398,7 @@ class Engine:
         self._closed = False
         self._start_failures = 0
         self._wake_read, self._wake_write = socket.socketpair()
+        sweep_stale_folders()
         self._thread = threading.Thread(target=self._dispatch, daemon=True, name="run-engine")
         self._thread.start()
         atexit.register(self.close)  # before multiprocessing's own exit handler would wait for the workers
@@ -452,6 +461,10 @@ class Engine:
     def worker_pids(self) -> list[int]:
         with self._changed:
             return [w.process.pid for w in self._workers]
+
+    def worker_folders(self) -> list[str]:
+        with self._changed:
+            return [w.folder for w in self._workers]
 
     def busy_pids(self) -> list[int]:
         with self._changed:

@@ -46,6 +46,7 @@ from explorers.ddp.processes import (
 )
 from explorers.ddp.settings import INIT_TIMEOUT_S, LAUNCHED_AT_ENV, RUN_TIMEOUT_S
 from explorers.engine import WORKER_NAME
+from explorers.lifeline import SUPERVISOR_ENV, kill_me_with_my_parent
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"  # not "localhost": it may resolve to IPv6, where gloo may not listen
@@ -89,6 +90,7 @@ def environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(DISTRIBUTED_VARIABLES)}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env["OMP_NUM_THREADS"] = "1"  # one thread per rank
+    env[SUPERVISOR_ENV] = str(os.getpid())  # ranks end themselves when this process (the engine's worker) is gone
     return env
 
 
@@ -107,7 +109,14 @@ def start(options: lab_options.DDPOptions) -> Launch:
             command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
             command += ["--nproc-per-node", str(options.world_size), "-m", "explorers.ddp.worker", *argv]
             with open(directory / "log-torchrun", "wb") as log:
-                popen = subprocess.Popen(command, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                popen = subprocess.Popen(
+                    command,
+                    env=env,
+                    cwd=ROOT,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    preexec_fn=kill_me_with_my_parent,  # torchrun's agent dies with this process, its ranks with it
+                )
             launch.processes.append(Command(popen))
             return launch
         launch.store = dist.TCPStore(

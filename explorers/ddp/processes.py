@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from explorers.ddp import results
+from explorers.lifeline import exit_with_parent
 
 REAP_S = 5.0
 # What the forkserver imports once, so a rank starts in milliseconds; torch._dynamo is DDP's constructor's import.
@@ -110,6 +111,7 @@ def rank_main(env: dict[str, str], argv: list[str], log: str) -> None:
     os.dup2(output, 2)
     os.environ.clear()
     os.environ.update(env)
+    exit_with_parent()  # the forkserver is this rank's parent: the launcher's worker watches it in turn
     from explorers.ddp import worker
 
     code = worker.main(argv)

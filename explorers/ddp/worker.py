@@ -19,12 +19,16 @@ import time
 
 STARTED_AT = time.time()  # before torch is imported: the launch phase ends when this script is ready
 
+from explorers.lifeline import exit_with_parent  # noqa: E402
+
+if __name__ == "__main__":  # under torchrun: now, not after torch's import, when a killed agent's ranks are orphans
+    exit_with_parent()
+
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import datetime  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
-import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
@@ -38,7 +42,6 @@ from explorers.ddp import options as lab_options  # noqa: E402
 from explorers.ddp import reference, results  # noqa: E402
 from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S, INIT_TIMEOUT_S, LAUNCHED_AT_ENV  # noqa: E402
 
-PARENT_CHECK_S = 0.2
 ERROR_CHARS = 400
 
 
@@ -64,18 +67,6 @@ def options_from(args: argparse.Namespace, world_size: int, launcher: str) -> la
     return lab_options.from_dict(
         {**values, "world_size": world_size, "launcher": launcher}, lab_options.CLUSTER_WORLD_SIZE_RANGE
     )
-
-
-def exit_with_parent() -> None:
-    """End this rank if its launcher (the lab's, or torchrun's agent) goes away: no orphan outlives a run."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_CHECK_S)
-        os._exit(3)
-
-    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
 class Recorder:
@@ -273,7 +264,6 @@ def main(argv: list[str] | None = None) -> int:
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     launcher = "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else "processes"
     recorder = Recorder(rank, args.rank_dir)
-    exit_with_parent()
     try:
         options = options_from(args, world_size, launcher)
         torch.set_num_threads(1)  # one thread per rank: ranks share the machine's cores

@@ -15,34 +15,20 @@ imported: `-m` would import the package (and torch) first.
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
-import threading
-import time
 from pathlib import Path
 
 PREFIX = "@@repro"
-PARENT_CHECK_S = 0.2
 
 
 def say(*words: object) -> None:
     print(PREFIX, *words, flush=True)
 
 
-def exit_with_parent(parent: int) -> None:
-    """Kill this process group once `parent` is gone (we are re-parented), checked every PARENT_CHECK_S."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_CHECK_S)
-        os.killpg(0, signal.SIGKILL)
-
-    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
-
-
 def main(parent: int) -> None:
-    exit_with_parent(parent)
+    from explorers.lifeline import exit_with_parent  # light: nothing heavy is imported before the watch starts
+
+    exit_with_parent(parent, whole_group=True)
     import json
 
     import torch  # the import is most of a fresh process's start: "ready" marks its end

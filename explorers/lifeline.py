@@ -1,0 +1,88 @@
+"""No process of a run outlives the one who started it: a parent watch shared by workers, ranks and children.
+
+Call `exit_with_parent` first thing, before any heavy import (torch takes seconds, up to 18 s
+on a loaded machine): a process that records its parent after that may record init, when the
+parent is already gone, and then live on. On Linux the kernel also sends SIGKILL the moment
+the parent dies (PR_SET_PDEATHSIG); the watch thread covers the rest, and the supervisor named
+in EXPLORER_SUPERVISOR_PID (the run engine's worker that launched torchrun, two levels up) too.
+Imports nothing heavy, so it costs nothing before torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+
+SUPERVISOR_ENV = "EXPLORER_SUPERVISOR_PID"
+CHECK_S = 0.2
+PR_SET_PDEATHSIG = 1
+
+
+def exit_with_parent(parent: int | None = None, *, whole_group: bool = False, kernel_signal: bool = True) -> None:
+    """End this process (or its whole process group) once `parent` (default: the current one) is gone.
+
+    `kernel_signal=False` leaves the end to the watch thread: a process whose group must end with
+    it (the run engine's worker) would otherwise be killed alone, before it could kill the group.
+    """
+    parent = parent or os.getppid()
+    supervisor = int(os.environ.get(SUPERVISOR_ENV, "0") or 0)
+    if kernel_signal:
+        kill_me_with_my_parent()
+
+    def gone() -> bool:
+        return os.getppid() != parent or (supervisor > 0 and not alive(supervisor))
+
+    def end() -> None:
+        if whole_group:
+            with contextlib.suppress(OSError):
+                os.killpg(0, signal.SIGKILL)
+        os._exit(3)
+
+    if gone():  # the parent died before this process could watch it
+        end()
+
+    def watch() -> None:
+        while not gone():
+            time.sleep(CHECK_S)
+        end()
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+def alive(pid: int) -> bool:
+    """A process that exists and is not a zombie (a killed parent not yet reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return not sys.platform.startswith("linux")  # no /proc entry on Linux: gone
+
+
+def _prctl():
+    """libc's prctl, looked up now: a preexec_fn runs between fork and exec, where loading a library may hang."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
+
+
+def kill_me_with_my_parent() -> None:
+    """PR_SET_PDEATHSIG: the kernel sends SIGKILL when the parent dies (Linux; elsewhere the watch thread only)."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
