@@ -76,6 +76,7 @@ WORKER_MEMORY_BYTES = 2 * 2**30  # what one worker may need at most (the Memory 
 MAX_WORKERS = 4
 CACHE_MAX_ENTRIES = 512
 CACHE_MAX_BYTES = 256 * 2**20
+START_BACKOFF_S, START_BACKOFF_MAX_S = 0.25, 30.0  # before restarting after the n-th worker that died at start
 START_FAILURES_ALLOWED = 3  # workers that die before they are ready, in a row, before queued runs fail
 # What the forkserver imports once, before any worker forks from it (figures need pandas and plotly).
 PRELOAD = ["torch", "pandas", "plotly.graph_objects", "explorers.engine"]
@@ -397,6 +398,8 @@ class Engine:
         self._cache_bytes = 0
         self._closed = False
         self._start_failures = 0
+        self._next_start_at = 0.0  # no worker starts before this (the backoff after workers that die at start)
+        self._dying: list[_Worker] = []  # replaced workers, to kill outside the lock
         self._wake_read, self._wake_write = socket.socketpair()
         sweep_stale_folders()
         self._thread = threading.Thread(target=self._dispatch, daemon=True, name="run-engine")
@@ -540,8 +543,11 @@ class Engine:
                     for item in ready:
                         worker = watched.get(item)
                         if worker in self._workers:
-                            self._service(worker, from_sentinel=item is worker.process.sentinel)
+                            self._service_safely(worker, from_sentinel=item is worker.process.sentinel)
                     self._enforce_deadlines()
+                    dying, self._dying = self._dying, []
+                for worker in dying:  # outside the lock: a slow reap must not freeze every page's result()
+                    worker.kill()
         except Exception:  # a bug here must not leave callers waiting forever: fail them, refuse new work
             traceback.print_exc()
         finally:
@@ -549,8 +555,19 @@ class Engine:
                 self._closed = True
             self._shut_down_workers()
 
+    def _service_safely(self, worker: _Worker, from_sentinel: bool) -> None:
+        """`_service`, but one malformed message costs that worker (and its run), not the engine."""
+        try:
+            self._service(worker, from_sentinel)
+        except Exception as error:
+            traceback.print_exc()
+            if worker in self._workers:
+                self._replace(worker, RunFailed(f"the worker sent a message the engine could not read: {error}"))
+
     def _start_missing_workers(self) -> None:
         while len(self._workers) < self.size and not self._closed:
+            if time.monotonic() < self._next_start_at:  # workers keep dying before they are ready: back off
+                return
             worker = _Worker(self._context, self.threads_per_worker)  # outside the lock: the first start is slow
             with self._changed:
                 self._workers.append(worker)
@@ -601,6 +618,7 @@ class Engine:
         how = f"killed by signal {-code}" if code and code < 0 else f"exit code {code}"
         if not worker.ready:
             self._start_failures += 1
+            self._next_start_at = time.monotonic() + min(START_BACKOFF_S * 2**self._start_failures, START_BACKOFF_MAX_S)
             if self._start_failures >= START_FAILURES_ALLOWED:  # do not crash-loop: tell every waiting caller
                 for job in list(self._queue):
                     self._queue.remove(job)
@@ -645,14 +663,14 @@ class Engine:
         if job:
             self._finish(job, "cancelled" if error is None else "failed", error=error)
         self._workers.remove(worker)
-        worker.kill()  # the next dispatch round starts a fresh one
+        self._dying.append(worker)  # killed by the dispatch loop once the lock is released; then a fresh one starts
 
     def _shut_down_workers(self) -> None:
         with self._changed:
             for job in [*self._queue, *(w.job for w in self._workers if w.job)]:
                 self._finish(job, "failed", error=RunFailed("the run engine was shut down"))
             self._queue.clear()
-            workers, self._workers = self._workers, []
+            workers, self._workers, self._dying = [*self._workers, *self._dying], [], []
         for worker in workers:
             worker.kill()
         self._wake_read.close()

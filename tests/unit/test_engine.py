@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -298,3 +299,50 @@ def test_workers_never_run_the_servers_main_module(tmp_path, monkeypatch):
     finally:
         pool.close()
     assert not marker.exists()
+
+
+def test_a_malformed_message_costs_its_worker_not_the_engine(pool):
+    handle = pool.submit(count_to, 200)
+    wait_until(lambda: handle.progress.done > 0)
+    with pool._changed:  # a worker that sends what the engine cannot read (a bug, a corrupted pipe)
+        worker = next(w for w in pool._workers if w.job)
+        real = worker.conn
+
+        class Garbled:
+            def poll(self):
+                return True
+
+            def recv(self):
+                raise pickle.UnpicklingError("garbled")
+
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+        worker.conn = Garbled()
+    pool._wake()
+    with pytest.raises(RunFailed, match="could not read"):
+        handle.result()
+    assert pool.submit(pid, 5).result()  # the engine serves on with a fresh worker
+
+
+def test_a_slow_reap_does_not_hold_the_lock_other_callers_need(pool, monkeypatch):
+    handle = pool.submit(count_to, 200)
+    wait_until(lambda: handle.progress.done > 0)
+    released = threading.Event()
+    original = engine._Worker.kill
+
+    def slow_kill(self):
+        released.wait(5)
+        original(self)
+
+    monkeypatch.setattr(engine._Worker, "kill", slow_kill)
+    handle.cancel()
+    time.sleep(engine.CANCEL_GRACE_S + 0.3)  # count_to reports often: cancelled cooperatively, no kill
+    stuck = pool.submit(sleep_without_reporting, 30.0)
+    wait_until(lambda: pool.busy_pids())
+    stuck.cancel()  # never reports: its worker is killed (slowly) after the grace
+    time.sleep(engine.CANCEL_GRACE_S + 0.3)
+    started = time.monotonic()
+    assert pool.cached(pid, 12345) is None  # takes the engine's lock
+    assert time.monotonic() - started < 0.5
+    released.set()
