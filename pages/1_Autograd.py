@@ -144,7 +144,6 @@ with st.expander(saved_heading):
 
 lines = lesson.explain(result)
 figures.why_panel(lines)
-figures.answer_card(card.answer_card(result, two_passes))
 leaf = lesson.two_passes_leaf(two_passes)
 if leaf is None:  # e.g. a dead ReLU: every gradient is exactly zero, and twice zero teaches nothing
     st.subheader("Predict, then reveal")
@@ -157,6 +156,7 @@ else:
         "Twice one pass",
         lesson.two_passes_reveal(leaf),
     )
+figures.answer_card(card.answer_card(result, two_passes))
 figures.notes_download(
     "Autograd lab",
     figures.caption("Autograd lab", settings, page.device),

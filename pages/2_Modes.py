@@ -84,7 +84,6 @@ with validation_column:
 
 lines = lesson.explain(grid, validation)
 figures.why_panel(lines)
-figures.answer_card(card.answer_card(grid, validation))
 cell = grid[("train", "no_grad")]
 figures.predict_then_reveal(
     key("predict"),
@@ -93,6 +92,7 @@ figures.predict_then_reveal(
     "Yes" if cell.bn_running_stats_changed else "No",
     lesson.predict_evidence(cell),
 )
+figures.answer_card(card.answer_card(grid, validation))
 figures.notes_download(
     "Modes lab",
     figures.caption("Modes lab", settings, page.device),

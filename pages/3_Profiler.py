@@ -192,7 +192,6 @@ with naive:
 
 lines = lesson.explain(options, result)
 figures.why_panel(lines)
-figures.answer_card(card.answer_card(result))
 choice_key = key("predict")
 answer, evidence = "data", ""
 if st.session_state.get(choice_key) is not None:
@@ -206,6 +205,7 @@ figures.predict_then_reveal(
     answer,
     evidence,
 )
+figures.answer_card(card.answer_card(result))
 figures.notes_download(
     "Profiler lab",
     figures.caption("Profiler lab", settings, page.device),

@@ -143,7 +143,6 @@ with retention:
 lines = lesson.explain(options, arrived[options.batch_size], points) + lesson.retention_lines(curves)
 figures.why_panel(lines)
 evidence = lesson.doubling_evidence(points, options.batch_size)
-figures.answer_card(card.answer_card(arrived[options.batch_size], evidence))
 if evidence:
     figures.predict_then_reveal(
         key("predict"),
@@ -152,6 +151,7 @@ if evidence:
         "activations",
         evidence,
     )
+figures.answer_card(card.answer_card(arrived[options.batch_size], evidence))
 figures.notes_download(
     "Memory lab",
     figures.caption("Memory lab", settings, page.device),

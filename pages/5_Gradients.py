@@ -151,7 +151,6 @@ with trained:
 
 lines = lesson.explain(run, sweep=sweep, clipping=clipping, training=training)
 figures.why_panel(lines)
-figures.answer_card(card.answer_card(run, sweep=sweep, clipping=clipping))
 if lesson.balance_kept(clipping):  # the answer is the one this run measured
     figures.predict_then_reveal(
         key("predict"),
@@ -160,6 +159,7 @@ if lesson.balance_kept(clipping):  # the answer is the one this run measured
         "It stays the same",
         lesson.predict_reveal(clipping),
     )
+figures.answer_card(card.answer_card(run, sweep=sweep, clipping=clipping))
 figures.notes_download(
     "Gradients lab",
     figures.caption("Gradients lab", settings, page.device),

@@ -217,12 +217,12 @@ elif page.value("sample"):
 
 lines = lesson.explain(run)
 figures.why_panel(lines)
-figures.answer_card(card.answer_card(run))
 prediction = card.padding_prediction(run)
 if prediction is not None:
     figures.predict_then_reveal(
         key("predict"), prediction.question, prediction.choices, prediction.answer, prediction.evidence
     )
+figures.answer_card(card.answer_card(run))
 figures.notes_download(
     "DDP lab",
     figures.caption("DDP lab", settings, page.device),

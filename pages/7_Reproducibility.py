@@ -171,7 +171,6 @@ if None not in sides:
 lines = lesson.explain(comparison)
 resume_sentences = lesson.resume_lines(resumed)
 figures.why_panel(lines + resume_sentences)
-figures.answer_card(card.answer_card(comparison, resumed))
 predict_key = key("predict")
 answer = evidence = ""  # the runs behind the answer start once the reader has committed to one
 torch_only = experiment.CompareOptions(
@@ -193,6 +192,7 @@ figures.predict_then_reveal(
     answer,
     evidence,
 )
+figures.answer_card(card.answer_card(comparison, resumed))
 figures.notes_download(
     "Reproducibility lab",
     figures.caption("Reproducibility lab", settings, "cpu"),

@@ -110,7 +110,6 @@ checkpoint.download_button(
 
 lines = lesson.explain(c)
 figures.why_panel(lines)
-figures.answer_card(card.answer_card(c))
 figures.predict_then_reveal(
     key("predict"),
     lesson.PREDICT_QUESTION,
@@ -118,6 +117,7 @@ figures.predict_then_reveal(
     lesson.PREDICT_ANSWER,
     lesson.predict_evidence(c),
 )
+figures.answer_card(card.answer_card(c))
 figures.notes_download(
     "Serving lab",
     figures.caption("Serving lab", settings, page.device),

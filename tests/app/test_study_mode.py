@@ -17,7 +17,7 @@ EVIDENCE_CONTROLS = {
     "pages/6_DDP.py": ("slider", "ddp.dataset_size", 9),
     "pages/7_Reproducibility.py": ("toggle", "reproducibility.torch", False),
     "pages/8_Serving.py": ("checkbox", "serving.feature_order", True),
-    "pages/10_Real_scale.py": ("selectbox", "scale.model", "gpt2"),
+    "pages/10_Real_scale.py": ("segmented_control", "scale.budget", 24),
 }
 CARDED = [page for page in PAGES if page in EVIDENCE_CONTROLS]
 
@@ -47,6 +47,14 @@ def test_the_notes_file_holds_settings_card_figures_and_no_nan(page):
     assert "seed 0" in document and "Answer card" in document and "<b>bold</b>" in document
     assert "<svg" in document or "data-figure" in document
     assert not re.search(r"\bnan\b", re.sub(r"<script>.*?</script>", "", document, flags=re.S), re.IGNORECASE)
+
+
+@pytest.mark.parametrize("page", CARDED)
+def test_the_drill_comes_before_the_card_that_states_its_answer(page):
+    at = open_page(page)
+    headings = [h.value for h in at.subheader]
+    if "Predict, then reveal" in headings:  # a page asks only when its run can witness the answer
+        assert headings.index("Predict, then reveal") < headings.index("Answer card")
 
 
 def test_predictions_are_scored_once_per_question():
