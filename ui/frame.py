@@ -65,7 +65,8 @@ def setup_page(title: str, icon: str) -> list[str]:
         page_title=f"{title} · PyTorch Explorer",
         page_icon=icon,
         layout="wide",
-        initial_sidebar_state="collapsed" if presenting() else "expanded",
+        # "auto": open on a laptop, closed on a phone, where an open menu would cover the lab
+        initial_sidebar_state="collapsed" if presenting() else "auto",
     )
     st.html(f"<style>{CSS}</style>")
     if presenting():
@@ -129,8 +130,10 @@ class LabPage:
         A figure too wide to share the row (`beside=False`) goes under a compact settings box instead.
         """
         if not beside:
-            return st.container(), st.container()
-        return st.columns([1, 3] if self.presenting else [2, 3], gap="large")
+            with st.container(key="workbench-stacked"):
+                return st.container(), st.container()
+        with st.container(key="workbench"):  # on a phone the columns stack: assets/style.css puts the stage first
+            return st.columns([1, 3] if self.presenting else [2, 3], gap="large")
 
     def sync_url(self) -> None:
         """Write every value into the URL, and show that link ready to copy in the sidebar."""

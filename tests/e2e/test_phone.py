@@ -1,0 +1,32 @@
+"""On a phone (390x844): the menu starts closed, the lab's main figure is on the first screen, nothing scrolls sideways."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.test_browser import BUILT, FIGURE_SELECTORS, wait_for_app
+
+pytestmark = pytest.mark.e2e
+
+PHONE = {"width": 390, "height": 844}
+SIDEWAYS = "() => { const main = document.querySelector(\"[data-testid='stMain']\"); return main.scrollWidth - main.clientWidth; }"
+
+
+@pytest.mark.parametrize("lab", BUILT, ids=[lab.slug for lab in BUILT])
+def test_on_a_phone_the_lab_opens_on_its_figure_with_the_menu_closed(browser, server_url, screenshots, lab):
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2)
+    page = context.new_page()
+    try:
+        page.goto(f"{server_url}/{lab.url_path}")
+        wait_for_app(page)
+        menu = page.get_by_test_id("stSidebar").bounding_box()
+        assert menu is None or menu["x"] + menu["width"] <= 1, f"the menu covers the lab on a phone: {menu}"
+        figure = page.locator(FIGURE_SELECTORS[lab.figure]).first
+        figure.wait_for(state="visible", timeout=60_000)
+        top = figure.bounding_box()["y"]
+        page.screenshot(path=screenshots / f"{lab.slug}-phone.png")
+        assert top < PHONE["height"], f"the main figure starts {top:.0f} px down, below the first screen"
+        overflow = page.evaluate(SIDEWAYS)
+        assert overflow <= 1, f"the page scrolls {overflow} px sideways"
+    finally:
+        context.close()
