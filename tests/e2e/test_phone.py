@@ -1,4 +1,4 @@
-"""On a phone (390x844): the menu starts closed, the lab's main figure is on the first screen, nothing scrolls sideways."""
+"""On a phone (390x844): the menu starts closed, the main figure is on the first screen, nothing scrolls sideways."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from tests.e2e.test_browser import BUILT, FIGURE_SELECTORS, wait_for_app
 pytestmark = pytest.mark.e2e
 
 PHONE = {"width": 390, "height": 844}
-SIDEWAYS = "() => { const main = document.querySelector(\"[data-testid='stMain']\"); return main.scrollWidth - main.clientWidth; }"
+SIDEWAYS = """() => {
+    const main = document.querySelector("[data-testid='stMain']");
+    return main.scrollWidth - main.clientWidth;
+}"""
 
 
 @pytest.mark.parametrize("lab", BUILT, ids=[lab.slug for lab in BUILT])
