@@ -1,0 +1,33 @@
+"""axe-core (shipped by axe-playwright-python) finds no serious or critical violation on any page, laptop or phone."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.test_browser import BUILT, wait_for_app
+
+pytestmark = pytest.mark.e2e
+
+VIEWPORTS = {"laptop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+PAGES = ["", *(lab.url_path for lab in BUILT), "Study_plan"]
+
+
+@pytest.mark.parametrize("viewport", list(VIEWPORTS))
+@pytest.mark.parametrize("path", PAGES, ids=[p or "home" for p in PAGES])
+def test_no_serious_accessibility_violation(browser, server_url, path, viewport):
+    from axe_playwright_python.sync_playwright import Axe
+
+    context = browser.new_context(viewport=VIEWPORTS[viewport])
+    page = context.new_page()
+    try:
+        page.goto(f"{server_url}/{path}")
+        wait_for_app(page)
+        results = Axe().run(page)
+        serious = [
+            f"{v['id']} ({v['impact']}): {v['help']} — " + "; ".join(n["target"][0] for n in v["nodes"][:3])
+            for v in results.response["violations"]
+            if v["impact"] in ("serious", "critical")
+        ]
+        assert not serious, "\n".join(serious)
+    finally:
+        context.close()
