@@ -71,7 +71,8 @@ def graph(dot_source: str, caption_text: str, file_stem: str) -> None:
         st.caption("No Graphviz layout engine here, so no image export: `pip install graphviz-pure`.")
         return
     image = _graph_image(dot_source, PRESENTING_GRAPH_SCALE if presenting() else 1.0)
-    st.html(f"<div class='graph'>{image}</div>")
+    # focusable: a graph larger than its box scrolls, and a keyboard must reach it too (axe-core)
+    st.html(f"<div class='graph' tabindex='0' role='region' aria-label='graph, scrollable'>{image}</div>")
     notes.add_graph(caption_text, _svg(dot_source))
     st.caption(caption_text)
     svg, png = st.columns(2)
