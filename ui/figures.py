@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import math
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -13,7 +14,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
 
-from explorers import environment, graphs, units
+from explorers import chartroom, environment, graphs, units
 from explorers.cards import AnswerCard
 from ui import drill, notes
 from ui.frame import presenting
@@ -73,7 +74,7 @@ def graph(dot_source: str, caption_text: str, file_stem: str) -> None:
     image = _graph_image(dot_source, PRESENTING_GRAPH_SCALE if presenting() else 1.0)
     # focusable: a graph larger than its box scrolls, and a keyboard must reach it too (axe-core)
     st.html(f"<div class='graph' tabindex='0' role='region' aria-label='graph, scrollable'>{image}</div>")
-    notes.add_graph(caption_text, _svg(dot_source))
+    notes.add_graph(file_stem, caption_text, _svg(dot_source))
     st.caption(caption_text)
     svg, png = st.columns(2)
     svg.download_button(
@@ -99,35 +100,236 @@ def plotly(figure: go.Figure, caption_text: str, file_stem: str, key: str | None
 
     The caption is drawn in the figure's bottom margin, so a PNG saved with the toolbar's
     camera (2x, named after the lab) still says what produced it. Presenting grows the
-    fonts and the height. `key` is for a chart redrawn within one run as its data
-    arrives: each draft needs its own.
+    fonts and the plot's height. `key` is for a chart redrawn within one run as its data
+    arrives: each draft needs its own, and the notes keep the last draft (by `file_stem`).
     """
-    present = presenting()
-    size = PRESENTING_FONT_SIZE if present else FONT_SIZE
-    # plotly draws titles at 1.4x the font, which pushes long ones off a half-width chart; 1.15x still stands out
-    figure.update_layout(font={"size": size, "color": "#222"}, title_font_size=round(1.15 * size))
-    if figure.layout.margin.t is None:  # a figure that sets its own margins keeps them
-        figure.update_layout(margin={"t": 60, "l": 70, "r": 20})
-    if present and figure.layout.height:
-        figure.update_layout(height=round(figure.layout.height * PRESENTING_HEIGHT_SCALE))
-    _add_caption(figure, caption_text)
-    notes.add_chart(caption_text, figure)
+    lay_out(figure, caption_text, presenting())
+    notes.add_chart(file_stem, caption_text, figure)
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": file_stem, "scale": 2}}
     st.plotly_chart(figure, config=config, key=key or f"{file_stem}-chart", theme=None)  # keep our projector-size fonts
 
 
 CAPTION_FONT_SIZE = 13
-CAPTION_LINE_CHARS = 56  # wrapped by hand (annotations do not wrap): fits a half-width chart at 1280 px
+CAPTION_LINE_CHARS = 44  # wrapped by hand (annotations do not wrap): fits the narrowest chart
+# Plans are made for the narrowest a chart is drawn (a phone's column; presenting: a third of a
+# 1280 px window), so nothing overlaps there; a wider chart has room to spare.
+NARROW_FIGURE_PX = {False: 350, True: 480}
+MIN_PLOT_PX = 150  # the plot area's least height, before presenting scales it
+PLOTLY_HEIGHT = 450  # plotly's height for a figure that sets none
+DEFAULT_LEFT, DEFAULT_RIGHT = 70, 20
+# A character's width, in font sizes: plotly's fonts are Verdana where installed (Windows, macOS; about
+# 0.55 on average), else Arial's metrics (about 0.45, as in the browser tests): plan for the wider.
+CHAR_EM = 0.6
+LINE_EM, NEXT_LINE_EM = 1.3, 1.5  # a line's height, in font sizes; plotly sets further lines of a text wider apart
+TITLE_PAD = 12  # above the title
+GAP = 10  # between the parts stacked above and below the plot
+LEGEND_SYMBOL_PX = 40  # a legend entry's symbol and the gap before its text
+_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
+_TAG = re.compile(r"<[^>]+>")
 
 
-def _add_caption(figure: go.Figure, text: str) -> None:
-    """The caption as an annotation below the x axis, with the bottom margin grown to hold it."""
-    lines = textwrap.wrap(text, CAPTION_LINE_CHARS) or [""]
-    # Room below the plot for tick labels and the axis title: what the figure planned, else a default.
-    axis_room = figure.layout.margin.b or (80 if figure.layout.xaxis.title.text else 50)
-    caption_room = 8 + round(CAPTION_FONT_SIZE * 1.35 * len(lines))
-    figure.update_layout(margin={"b": axis_room + caption_room})
+def _lines(text: Any) -> list[str]:
+    """The lines plotly draws for `text` (split at <br>, tags removed)."""
+    return [_TAG.sub("", line) for line in _BREAK.split(str(text or ""))]
+
+
+def _text_px(text: Any, size: float) -> float:
+    """About how wide plotly draws `text` at font `size` (its longest line)."""
+    return max(len(line) for line in _lines(text)) * CHAR_EM * size
+
+
+def _text_height(lines: float, size: float) -> float:
+    return size * (LINE_EM + NEXT_LINE_EM * (lines - 1))
+
+
+def lay_out(figure: go.Figure, caption_text: str, present: bool) -> go.Figure:
+    """Fonts, margins and height planned from what the chart holds, and the caption drawn in the bottom margin.
+
+    Top down: the title, the plot, the x tick labels and axis title, a legend placed
+    `chartroom.LEGEND_BELOW`, the caption. Each part's room is computed from its lines and
+    font, for the narrowest the chart is drawn, so none prints over another. The plot keeps the
+    height its builder planned (at least MIN_PLOT_PX; presenting scales it), and the figure
+    grows to hold the rest. Long x axis titles and legend entries are wrapped to fit.
+    """
+    size = PRESENTING_FONT_SIZE if present else FONT_SIZE
+    # plotly draws titles at 1.4x the font, which pushes long ones off a half-width chart; 1.15x still stands out
+    title_size = round(1.15 * size)
+    layout = figure.layout
+    planned_height = layout.height or PLOTLY_HEIGHT
+    planned_top, planned_bottom = layout.margin.t, layout.margin.b
+    left = DEFAULT_LEFT if layout.margin.l is None else layout.margin.l
+    right = DEFAULT_RIGHT if layout.margin.r is None else layout.margin.r
+    figure.update_layout(font={"size": size, "color": "#222"}, title_font_size=title_size)
+    left = max(left, _y_axis_room(figure, size))
+    right = max(right, _bar_text_room(figure, size))
+    narrow_plot = NARROW_FIGURE_PX[present] - left - right
+    top = max(planned_top or 0, _title_room(figure, title_size))
+    axis = max(planned_bottom or 0, _x_axis_room(figure, size, narrow_plot, left, right))
+    plot = (
+        planned_height
+        - (top if planned_top is None else planned_top)
+        - (axis if planned_bottom is None else planned_bottom)
+    )
+    plot = max(MIN_PLOT_PX, plot)
+    if present:
+        plot = round(plot * PRESENTING_HEIGHT_SCALE)
+    legend = _legend_below(figure, size, narrow_plot)
+    if legend:  # under the axis title
+        figure.update_layout(legend={"y": -(axis / plot), "yanchor": "top"})
+        below = legend + GAP
+    else:
+        below = 0
+    caption = _add_caption(figure, caption_text, axis + below, left)
+    bottom = axis + below + caption
+    figure.update_layout(height=top + plot + bottom, margin={"t": top, "b": bottom, "l": left, "r": right})
     figure.update_xaxes(automargin=False)  # the margin is planned here; plotly growing it would move the caption
+    return figure
+
+
+def _title_room(figure: go.Figure, title_size: int) -> int:
+    """Room above the plot for the title (and its subtitle), which is pinned to the figure's top."""
+    title = figure.layout.title
+    if not title.text:
+        return round(2 * GAP + _above_plot(figure))
+    lines = len(_BREAK.split(title.text))
+    if title.y is None:  # plotly centres it in the top margin, where it may meet what is planned there
+        # Anchored at its top, plotly lifts a title of several lines by about 3/4 of its font: put that back.
+        pad = TITLE_PAD + (round(0.75 * title_size) if lines > 1 else 0)
+        figure.update_layout(title={"y": 1, "yref": "container", "yanchor": "top", "pad": {"t": pad}})
+    if title.subtitle.text:
+        lines += 1.5 * len(_lines(title.subtitle.text))  # in a smaller font, but further apart
+    return round(TITLE_PAD + _text_height(lines, title_size) + GAP + _above_plot(figure))
+
+
+def _above_plot(figure: go.Figure) -> float:
+    """The height of annotations standing on the plot's top edge (a line's label), which the title must clear."""
+    size = figure.layout.font.size
+    heights = [
+        _text_height(len(_lines(note.text)), note.font.size or size)
+        for note in figure.layout.annotations
+        if note.yref == "paper" and note.y is not None and note.y >= 1 and note.yanchor == "bottom"
+    ]
+    return max(heights, default=0)
+
+
+def _axis_values(figure: go.Figure, letter: str, axis_id: str) -> list[Any]:
+    """What the traces on this axis put on it: x of vertical traces, y of horizontal ones."""
+    values = []
+    for trace in figure.data:
+        horizontal = getattr(trace, "orientation", None) == "h"
+        on = trace.xaxis if letter == "x" else trace.yaxis
+        if (on or letter) != axis_id or horizontal != (letter == "y"):
+            continue
+        shown = getattr(trace, letter, None)
+        if shown is None and trace.type == "box" and trace.name is not None:
+            shown = (trace.name,)  # a box without positions stands at its name
+        values += list(shown or ())
+    return values
+
+
+def _categories(axis: Any, values: list[Any]) -> list[str]:
+    if axis.type == "category" or (axis.type is None and values and all(isinstance(v, str) for v in values)):
+        return list(dict.fromkeys(str(v) for v in values))
+    return []
+
+
+def _x_axis_room(figure: go.Figure, size: int, narrow_plot: int, left: int, right: int) -> int:
+    """Room below the plot for the x tick labels and axis title; a long title is wrapped to the plot's width.
+
+    Category labels that do not fit side by side on the narrowest plot stand upright
+    (plotly would otherwise turn them at draw time, past the room planned here).
+    """
+    room = 0
+    for axis in figure.select_xaxes():
+        if axis.visible is False or axis.side == "top":
+            continue
+        axis_id = "x" + axis.plotly_name.removeprefix("xaxis")
+        tick_size = axis.tickfont.size or size
+        ticks = 0.0
+        if axis.showticklabels is not False:
+            labels = _categories(axis, _axis_values(figure, "x", axis_id))
+            lines = max((len(_lines(label)) for label in labels), default=1)
+            ticks = _text_height(lines, tick_size)
+            if labels:
+                widest = max(_text_px(label, tick_size) for label in labels)
+                if axis.tickangle is None:
+                    fits = widest + GAP <= narrow_plot / len(labels)
+                    axis.tickangle = 0 if fits else -90
+                if axis.tickangle:
+                    turn = math.radians(axis.tickangle)
+                    ticks = widest * abs(math.sin(turn)) + ticks * abs(math.cos(turn))
+            elif axis.type == "log" and axis.exponentformat == "power":
+                ticks *= 1.4  # superscript exponents
+        title = 0.0
+        if axis.title.text:
+            title_size = axis.title.font.size or size
+            # centred under the plot, a title may reach into the margins on either side
+            room_px = narrow_plot + 2 * min(left, right)
+            if "<br>" not in axis.title.text and _text_px(axis.title.text, title_size) > room_px:
+                axis.title.text = chartroom.wrap(axis.title.text, max(12, int(room_px / (CHAR_EM * title_size))))
+            title = _text_height(len(_lines(axis.title.text)), title_size) + 2 * GAP  # plotly's gap above it, then ours
+        room = max(room, round(GAP + ticks + title))
+    return room
+
+
+def _y_axis_room(figure: go.Figure, size: int) -> int:
+    """The left margin that category labels on the y axis (a horizontal bar chart's) and its title need."""
+    axis = figure.layout.yaxis
+    labels = _categories(axis, _axis_values(figure, "y", "y"))
+    if axis.visible is False or axis.showticklabels is False or not labels:
+        return 0
+    widest = max(_text_px(label, axis.tickfont.size or size) for label in labels)
+    title = LINE_EM * (axis.title.font.size or size) + GAP if axis.title.text else 0
+    return round(GAP + widest + title)
+
+
+def _bar_text_room(figure: go.Figure, size: int) -> int:
+    """The right margin that the label outside the longest horizontal bar reaches into."""
+    widest = 0.0
+    for trace in figure.data:
+        if trace.type != "bar" or trace.orientation != "h" or trace.textposition != "outside" or trace.text is None:
+            continue
+        texts = trace.text if isinstance(trace.text, tuple | list) else (trace.text,)
+        widest = max(widest, *(_text_px(text, trace.textfont.size or size) for text in texts))
+    return round(widest + GAP) if widest else 0
+
+
+def _legend_entries(figure: go.Figure) -> list[Any]:
+    shown = [trace for trace in figure.data if trace.showlegend is not False]
+    if figure.layout.showlegend is False or (figure.layout.showlegend is None and len(shown) < 2):
+        return []
+    return shown
+
+
+def _legend_below(figure: go.Figure, size: int, narrow_plot: int) -> int:
+    """The height of a legend placed below the plot, for the rows it takes on the narrowest plot; else 0.
+
+    A wider plot fits as many entries a row or more, so the legend never takes more room than
+    planned. A legend beside the plot is left where it is (plotly widens the margin for it), and
+    one above it stays where its builder planned it.
+    """
+    legend = figure.layout.legend
+    entries = _legend_entries(figure)
+    below = legend.y < 0 if legend.y is not None else legend.orientation == "h"
+    if not entries or not below:
+        return 0
+    font = legend.font.size or size
+    chars = max(10, int((narrow_plot - LEGEND_SYMBOL_PX) / (CHAR_EM * font)))
+    for trace in entries:
+        if trace.name and "<br>" not in trace.name and _text_px(trace.name, font) + LEGEND_SYMBOL_PX > narrow_plot:
+            trace.name = chartroom.wrap(trace.name, chars)
+    widest = max(LEGEND_SYMBOL_PX + _text_px(trace.name, font) for trace in entries)
+    per_row = max(1, min(len(entries), int(narrow_plot // (widest + GAP))))
+    rows = [entries[i : i + per_row] for i in range(0, len(entries), per_row)]
+    height = sum(_text_height(max(len(_lines(t.name)) for t in row), font) + 8 for row in rows) + GAP
+    # a legend group is one entry here
+    figure.update_layout(legend={"orientation": "h", "x": 0, "xanchor": "left", "tracegroupgap": 0})
+    return round(height)
+
+
+def _add_caption(figure: go.Figure, text: str, above: int, left: int) -> int:
+    """The caption as an annotation `above` px below the plot; returns the room it takes."""
+    lines = textwrap.wrap(text, CAPTION_LINE_CHARS) or [""]
     figure.add_annotation(
         text="<br>".join(lines),
         xref="paper",
@@ -136,12 +338,13 @@ def _add_caption(figure: go.Figure, text: str) -> None:
         y=0,
         xanchor="left",
         yanchor="top",
-        yshift=-axis_room,
-        xshift=8 - (figure.layout.margin.l or 80),  # from the figure's left edge, not the plot's: more room
+        yshift=-above,
+        xshift=8 - left,  # from the figure's left edge, not the plot's: more room
         align="left",
         showarrow=False,
         font={"size": CAPTION_FONT_SIZE, "color": "#555"},
     )
+    return 8 + round(CAPTION_FONT_SIZE * 1.35 * len(lines))
 
 
 def why_panel(lines: Sequence[str]) -> None:

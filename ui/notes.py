@@ -24,8 +24,11 @@ STATE_KEY = "_notes"
 
 @dataclass
 class Notes:
-    charts: list[tuple[str, go.Figure]] = field(default_factory=list)  # (caption, figure), serialised on export
-    graphs: list[tuple[str, str]] = field(default_factory=list)  # (caption, SVG text)
+    """Each figure once, by name, in its last state: a chart redrawn as its data arrives replaces its drafts."""
+
+    # name -> (caption, figure), serialised on export
+    charts: dict[str, tuple[str, go.Figure]] = field(default_factory=dict)
+    graphs: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (caption, SVG text)
     card: AnswerCard | None = None
 
 
@@ -38,12 +41,13 @@ def _current() -> Notes:
     return st.session_state.setdefault(STATE_KEY, Notes())
 
 
-def add_chart(caption: str, figure: go.Figure) -> None:
-    _current().charts.append((caption, figure))
+def add_chart(name: str, caption: str, figure: go.Figure) -> None:
+    """Record a chart under `name`; drawn again under the same name, the new one replaces it (in its place)."""
+    _current().charts[name] = (caption, figure)
 
 
-def add_graph(caption: str, svg: str) -> None:
-    _current().graphs.append((caption, svg))
+def add_graph(name: str, caption: str, svg: str) -> None:
+    _current().graphs[name] = (caption, svg)
 
 
 def add_card(card: AnswerCard) -> None:
@@ -81,9 +85,9 @@ def document(title: str, caption: str, sections: Mapping[str, str], notes: Notes
         body.append(f"<h2>{html.escape(heading)}</h2>{markdown_to_html(text)}")
     if notes.graphs or notes.charts:
         body.append("<h2>Figures</h2>")
-    for graph_caption, svg in notes.graphs:
+    for graph_caption, svg in notes.graphs.values():
         body.append(f"<figure>{svg}<figcaption class='caption'>{html.escape(graph_caption)}</figcaption></figure>")
-    for _, figure in notes.charts:  # a chart carries its caption inside (ui.figures.plotly)
+    for _, figure in notes.charts.values():  # a chart carries its caption inside (ui.figures.plotly)
         body.append(f"<figure><div data-figure='{html.escape(figure.to_json(), quote=True)}'></div></figure>")
     scripts = ""
     if notes.charts:

@@ -12,6 +12,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from explorers import chartroom
 from explorers.gradients.clipping import Clipping, Training
 from explorers.gradients.experiment import Accumulation, ScaleSweep
 from explorers.gradients.your_model import Diagnosis
@@ -19,16 +20,18 @@ from explorers.gradients.your_model import Diagnosis
 FONT_SIZE = 16
 TITLE_SIZE = 19
 STATUS_COLOURS = {"finite": "#1f77b4", "zero": "#ff9f1c", "none": "#d62728", "nonfinite": "#7f0000"}
+LABEL_ROW_PX = 62  # two lines of a label at the presenting font, and a gap
 STATUS_TEXT = {"finite": "", "zero": "0", "none": "None", "nonfinite": "inf/nan"}
 
 
 def _style(figure: go.Figure, title: str, height: int = 420) -> go.Figure:
+    """Title, size, and the legend below the axis title (ui.figures plans its room, then the caption's)."""
     figure.update_layout(
         title={"text": title, "font": {"size": TITLE_SIZE}},
         font={"size": FONT_SIZE},
         height=height,
         margin={"t": 70, "l": 70, "r": 20, "b": 60},
-        legend={"orientation": "h", "y": -0.22, "x": 0},
+        legend=chartroom.LEGEND_BELOW,
     )
     return figure
 
@@ -164,7 +167,8 @@ def training_figure(training: Training) -> go.Figure:
     """Loss per step with and without clipping; where the loss stops being finite, a gap and a labelled line.
 
     A non-finite loss has no place on a log axis: the trace leaves a gap there, and a dotted vertical line at
-    that step carries the label ("nan at step 1: stopped") at the top of the chart, not at any loss value.
+    that step carries the label ("nan at step 1 / stopped", in the run's colour) at the top of the chart, not
+    at any loss value: on the side of the line with more room, one label under the other.
     """
     figure = go.Figure()
     for row, (name, losses, colour) in enumerate(
@@ -190,11 +194,15 @@ def training_figure(training: Training) -> go.Figure:
             )
             figure.add_annotation(
                 x=broken,
-                y=1 - 0.08 * row,
+                y=1,
                 yref="paper",
-                text=f"{name}: {losses[broken]} at step {broken}, stopped",
+                yanchor="top",
+                yshift=-LABEL_ROW_PX * row,
+                text=f"{losses[broken]} at step {broken}<br>stopped",
                 showarrow=False,
-                xanchor="left",
+                xanchor="left" if broken < (training.steps - 1) / 2 else "right",
+                xshift=6 if broken < (training.steps - 1) / 2 else -6,  # clear of the line
+                align="left",
                 font={"color": colour},
             )
     figure.update_yaxes(type="log", title="loss", exponentformat="power")

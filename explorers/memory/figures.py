@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from explorers import chartroom
 from explorers.memory.experiment import MemoryOptions, Point, budget_bytes
 from explorers.memory.your_model import Measurement
 from explorers.units import byte_axis_unit, format_bytes
 
-# Above the plot: below it, a legend collides with the x axis and the caption drawn in the bottom margin.
-LEGEND_ABOVE = {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"}
-ROOM_FOR_LEGEND = {"t": 120, "l": 70, "r": 20}  # the title, then the legend, above the plot
+# Title above the plot; tick labels, the axis title, the legend and the caption below it, each in
+# room that ui.figures plans (b: the plot's planned height ends there).
+MARGIN = {"t": 70, "l": 70, "r": 20, "b": 60}
+TIMELINE_LABEL_CHARS = 10  # a moment's label per line: they stand upright where they do not fit side by side
+HEADROOM = 1.3  # the timeline's axis above its highest peak, for that peak's label
 STACKED = {  # Measurement attribute -> legend name, bottom to top
     "parameters": "parameters",
     "gradients": "gradients",
@@ -99,26 +102,32 @@ def sweep_figure(points: tuple[Point, ...], options: MemoryOptions) -> go.Figure
         title=title,
         yaxis_title=unit,
         height=470,
-        xaxis_title=(
-            "batch size"
+        xaxis={
+            "type": "category",  # "4", "8": numbers as text, one bar each, evenly spaced
+            "title": "batch size"
             + (f", in {options.accumulation} micro-batches" if options.accumulation > 1 else "")
-            + " (outlined: yours; hatched: estimated on fake tensors)"
-        ),
-        legend={"orientation": "v", "x": 1.01, "y": 1},  # beside the bars: the title may take two lines
-        margin={"t": 90, "l": 70, "r": 190},
+            + " (outlined: yours; hatched: estimated on fake tensors)",  # ui.figures wraps it to the plot
+        },
+        legend=chartroom.LEGEND_RIGHT,  # beside the bars: nine entries
+        margin={"t": 90, "l": 70, "r": 190, "b": 60},
     )
     return figure
 
 
 def timeline_figure(result: Measurement) -> go.Figure:
-    """Live bytes at the moments of steps 1 and 2, and each step's peak (reached inside a phase)."""
+    """Live bytes at the moments of steps 1 and 2, and each step's peak (reached inside a phase).
+
+    Each peak's label stands on the side of its line away from the other peak (the higher one above,
+    the lower one below), so two close peaks do not print over each other; the axis leaves room above.
+    """
     steps = {"step 1": result.first_step, "step 2 on": result.steady_step}
-    unit, scale = byte_axis_unit(max(step.peak for step in steps.values()))
+    highest = max(step.peak for step in steps.values())
+    unit, scale = byte_axis_unit(highest)
     figure = go.Figure()
     for name, step in steps.items():
         figure.add_trace(
             go.Scatter(
-                x=[moment for moment, _ in step.timeline],
+                x=[_moment(moment) for moment, _ in step.timeline],
                 y=[size / scale for _, size in step.timeline],
                 customdata=[format_bytes(size) for _, size in step.timeline],
                 hovertemplate="%{customdata}",
@@ -133,15 +142,26 @@ def timeline_figure(result: Measurement) -> go.Figure:
     if first.peak == steady.peak:
         peaks = {first.peak: "steps 1 and 2"}
     for peak, whose in peaks.items():
-        figure.add_hline(y=peak / scale, line_dash="dot", annotation_text=f"peak, {whose}: {format_bytes(peak)}")
+        figure.add_hline(
+            y=peak / scale,
+            line_dash="dot",
+            annotation_text=f"peak, {whose}: {format_bytes(peak)}",
+            annotation_position="top left" if peak == highest else "bottom left",
+        )
     figure.update_layout(
         title="Live memory through a training step",
-        yaxis_title=unit,
-        height=400,
-        legend=LEGEND_ABOVE,
-        margin=ROOM_FOR_LEGEND,
+        xaxis={"title": "after each phase of the step", "type": "category"},
+        yaxis={"title": unit, "range": [0, HEADROOM * highest / scale]},
+        height=420,
+        legend=chartroom.LEGEND_BELOW,
+        margin=MARGIN,
     )
     return figure
+
+
+def _moment(moment: str) -> str:
+    """'after optimizer step' -> 'optimizer<br>step': the axis title says "after"."""
+    return chartroom.wrap(moment.removeprefix("after "), TIMELINE_LABEL_CHARS)
 
 
 def retention_figure(curves: dict[str, list[int]]) -> go.Figure:
@@ -165,7 +185,7 @@ def retention_figure(curves: dict[str, list[int]]) -> go.Figure:
         xaxis_title="step",
         yaxis_title=unit,
         height=380,
-        legend=LEGEND_ABOVE,
-        margin=ROOM_FOR_LEGEND,
+        legend=chartroom.LEGEND_BELOW,
+        margin=MARGIN,
     )
     return figure

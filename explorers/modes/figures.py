@@ -104,7 +104,7 @@ def saved_bytes_figure(grid: ModeGrid) -> go.Figure:
         title="Saved for backward, one forward",
         yaxis_title=f"{unit} saved",
         height=400,
-        xaxis={"tickangle": 0, "tickfont": {"size": 13}},
+        xaxis={"tickfont": {"size": 13}},  # ui.figures stands the labels upright where six do not fit side by side
     )
     return figure
 
@@ -119,8 +119,8 @@ def _reference_lines(run: ValidationRun) -> tuple[tuple[float, str, str], ...]:
 def validation_figure(run: ValidationRun) -> go.Figure:
     figure = go.Figure()
     for name, values, colour in (
-        ("eval() + no_grad", run.eval_accuracies, "#1f77b4"),
-        ("train() + no_grad", run.train_mode_accuracies, "#d62728"),
+        ("eval()<br>no_grad", run.eval_accuracies, "#1f77b4"),
+        ("train()<br>no_grad", run.train_mode_accuracies, "#d62728"),
     ):
         figure.add_trace(
             go.Box(

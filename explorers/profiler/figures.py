@@ -7,6 +7,7 @@ import statistics
 import pandas as pd
 import plotly.graph_objects as go
 
+from explorers import chartroom
 from explorers.profiler.noise import ms
 from explorers.profiler.your_model import PHASES, ProfileResult, StepTiming
 
@@ -60,7 +61,9 @@ def phases_figure(
         figure.add_trace(go.Bar(name=phase, x=labels, y=values, marker_color=PHASE_COLOURS[phase]))
     cut = [(label, _bar_height(step)) for label, step in zip(labels, steps, strict=True) if _bar_height(step) > top]
     for label, height in cut:
-        figure.add_annotation(x=label, y=top, text=f"▲ {ms(height)}", showarrow=False, yanchor="top", textangle=-90)
+        # At the bar's index: plotly reads a category written like a number ("1.4") as that number, not as the name.
+        at = labels.index(label)
+        figure.add_annotation(x=at, y=top, text=f"▲ {ms(height)}", showarrow=False, yanchor="top", textangle=-90)
     subtitle = f"axis cut at {ms(top)} ms: {len(cut)} longer step(s) marked ▲" if cut else ""
     if result.warmup_steps:
         figure.add_vrect(
@@ -69,7 +72,6 @@ def phases_figure(
             fillcolor="#eeeeee",
             opacity=0.5,
             line_width=0,
-            annotation_text="",
         )
     figure.update_layout(
         barmode="stack",
@@ -78,7 +80,7 @@ def phases_figure(
         xaxis={"title": "step (w: warm-up; round.step: profiled)", "tickangle": 0, "type": "category"},
         height=460,
         margin={"t": 90, "l": 70, "r": 120},
-        legend={"orientation": "v", "x": 1.01, "y": 1, "traceorder": "reversed"},  # right of the bars, top down
+        legend={**chartroom.LEGEND_RIGHT, "traceorder": "reversed"},  # right of the bars, top down
     )
     return figure
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from explorers import chartroom
 from explorers.reproducibility import lesson
 from explorers.reproducibility.experiment import COMPONENTS, CompareOptions, Comparison, ResumeResult
 
@@ -21,16 +22,13 @@ SEEDED_FLAGS = ("seed_torch", "seed_numpy", "seed_python", "seed_workers")
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd")
 
 
-LEGEND_ABOVE = {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1.0, "xanchor": "right"}
-
-
 def _style(figure: go.Figure, title: str, height: int = 400) -> go.Figure:
-    """Title, height and a legend above the plot (ui.figures puts the caption below the axis)."""
+    """Title, height, and the legend below the axis title (ui.figures plans its room, then the caption's)."""
     figure.update_layout(
         title={"text": title, "font": {"size": TITLE_SIZE}},
         height=height,
-        margin={"t": figure.layout.margin.t or 90, "l": 70, "r": 20},
-        legend=LEGEND_ABOVE,
+        margin={"t": 70, "l": 70, "r": 20, "b": 60},
+        legend=chartroom.LEGEND_BELOW,
     )
     return figure
 
@@ -162,7 +160,9 @@ def resume_figure(r: ResumeResult) -> go.Figure:
             )
         )
     figure.add_vline(x=k - 0.5, line={"dash": "dot", "color": "#888"})
-    figure.add_annotation(x=k - 0.5, y=1, yref="paper", text="checkpoint", showarrow=False, xanchor="right")
+    figure.add_annotation(
+        x=k - 0.5, y=1, yref="paper", yanchor="top", text="checkpoint", showarrow=False, xanchor="right"
+    )
     figure.update_xaxes(title="step")
     figure.update_yaxes(title="training loss")
     return _style(figure, f"Straight through vs resumed after {lesson.plural_steps(k)}", height=480)

@@ -189,6 +189,7 @@ def drift_figure(c: Comparison) -> go.Figure:
                 "type": "log",
                 "title": {"text": "PSI, live vs training (log)"},
                 "range": [-3.3, math.log10(top) + 0.6],
+                "dtick": 1,  # decades only: the 2s and 5s between them ran into each other on a narrow chart
             },
             yaxis={"autorange": "reversed"},
         ),

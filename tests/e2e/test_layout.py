@@ -2,7 +2,9 @@
 
 Each lab's main figure is on screen without scrolling, with presentation mode on and
 off; no button, toggle or control label is cut off; presentation mode survives a lab
-switch. Screenshots of every lab in presentation mode land in artifacts/screenshots/.
+switch; inside every chart, no legend, title, caption, axis title or tick label prints over
+another or runs off the chart, and the plot keeps room. Screenshots of every lab in
+presentation mode land in artifacts/screenshots/.
 """
 
 from __future__ import annotations
@@ -34,6 +36,63 @@ CLIPPED_CHART_TITLES = """() => [...document.querySelectorAll(".js-plotly-plot")
       .map(t => t.textContent); })"""
 
 
+# Every part of every plotly chart that holds text, with its box; and each plot area's height.
+CHART_PARTS = """() => [...document.querySelectorAll("[data-testid='stPlotlyChart']")].map(chart => {
+    const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    const parts = [];
+    const kinds = [["g.legend", "legend"], [".gtitle", "title"], ["g.annotation", "annotation"],
+                   [".xtitle", "x axis title"], [".ytitle", "y axis title"], [".xtick text", "x tick"]];
+    for (const [selector, kind] of kinds) {
+      for (const e of chart.querySelectorAll(selector)) {
+        const r = e.getBoundingClientRect();
+        if (r.width > 0 && r.height > 0 && e.textContent.trim())
+          parts.push({kind, text: e.textContent.trim().slice(0, 60), box: box(e)});
+      }
+    }
+    const title = chart.querySelector(".gtitle");
+    return {title: title ? title.textContent : "(untitled)", chart: box(chart.querySelector(".main-svg")), parts,
+            plots: [...chart.querySelectorAll(".nsewdrag")].map(e => e.getBoundingClientRect().height)};
+  })"""
+MIN_PLOT_PX = 120
+OVERLAP_PX = 1  # boxes may touch
+
+
+def _overlap(a, b) -> bool:
+    return (
+        a[0] < b[2] - OVERLAP_PX and b[0] < a[2] - OVERLAP_PX and a[1] < b[3] - OVERLAP_PX and b[1] < a[3] - OVERLAP_PX
+    )
+
+
+def _chart_problems(chart: dict) -> list[str]:
+    """What prints over what, what runs off the chart, and a plot too flat to read."""
+    name, parts, edge = chart["title"][:40], chart["parts"], chart["chart"]
+    problems = [f"{name}: plot area {h:.0f} px tall" for h in chart["plots"] if h < MIN_PLOT_PX]
+    for i, a in enumerate(parts):
+        outside = a["box"][0] < edge[0] - 1 or a["box"][2] > edge[2] + 1 or a["box"][1] < edge[1] - 1
+        if outside or a["box"][3] > edge[3] + 1:
+            problems.append(f"{name}: {a['kind']} {a['text']!r} runs off the chart")
+        problems += [
+            f"{name}: {a['kind']} {a['text']!r} prints over {b['kind']} {b['text']!r}"
+            for b in parts[i + 1 :]
+            if _overlap(a["box"], b["box"])
+        ]
+    return problems
+
+
+def _settled_charts(window, tries: int = 30) -> list[dict]:
+    """The charts once the page has finished drawing: a lab's later charts wait for its runs."""
+    wait_for_app(window)
+    count = -1
+    for _ in range(tries):
+        again = window.locator("[data-testid='stPlotlyChart'] .main-svg").count()
+        if again == count:
+            break
+        count = again
+        window.wait_for_timeout(1_500)
+        wait_for_app(window)
+    return window.evaluate(CHART_PARTS)
+
+
 def _settled_top(window, figure, tries: int = 20) -> float:
     """The figure's top once two reads half a second apart agree: a loaded browser may still be laying out."""
     top = figure.bounding_box()["y"]
@@ -60,6 +119,8 @@ def window(browser, request):
 @pytest.mark.parametrize("present", [False, True], ids=["normal", "presenting"])
 @pytest.mark.parametrize("lab", BUILT, ids=[lab.slug for lab in BUILT])
 def test_main_figure_is_on_screen_and_no_label_is_cut(window, server_url, screenshots, lab, present):
+    """No control label is cut; in every chart, no legend, title, caption, axis title or tick label prints over
+    another or runs off the chart, and each plot area keeps MIN_PLOT_PX."""
     window.goto(f"{server_url}/{lab.url_path}?present={int(present)}")
     wait_for_app(window)
     figure = window.locator(FIGURE_SELECTORS[lab.figure]).first
@@ -77,6 +138,12 @@ def test_main_figure_is_on_screen_and_no_label_is_cut(window, server_url, screen
         assert text_px >= MIN_TEXT_PX, f"graph text is {text_px:.1f} px"
     if present and window.viewport_size["width"] == 1920:
         window.screenshot(path=screenshots / f"{lab.slug}-presenting.png")
+    # Issue 21: legends over titles and captions, squeezed plots, merged tick labels, captions cut off.
+    problems = [problem for chart in _settled_charts(window) for problem in _chart_problems(chart)]
+    if problems:  # keep what the window showed, to see why
+        name = f"{lab.slug}-{window.viewport_size['width']}-{'presenting' if present else 'normal'}-charts-failed.png"
+        window.screenshot(path=screenshots / name, full_page=True)
+    assert not problems, "\n".join(problems)
 
 
 def test_presentation_mode_survives_a_lab_switch(page, server_url):

@@ -5,6 +5,7 @@ import torch
 
 from explorers.autograd import AutogradOptions, figures, lesson, run
 from explorers.autograd import experiment as autograd
+from ui import figures as page_figures
 
 PRESETS = list(autograd.PRESETS)
 
@@ -206,3 +207,25 @@ def test_figure_and_table_carry_the_run_numbers():
     assert wide.data[0].x[0] == pytest.approx(wide.data[0].text and float(wide.data[0].text[0].split()[0]), abs=0.05)
     table = figures.tensor_table(result.final).set_index("tensor")
     assert table.loc["head.weight", "‖grad‖"] == pytest.approx(float(result.final_grads["head.weight"].norm()))
+
+
+@pytest.mark.parametrize("steps", [["forward"], ["forward", "backward"], ["forward", "backward_retain"] * 4])
+def test_saved_bytes_chart_keeps_a_plot_area_and_a_row_per_step(steps):
+    """Issue 21: at one or two steps the plot was a hairline and "2. backward() 0 B" was squeezed out."""
+    result = run(AutogradOptions(), steps)
+    assert _plot_height(figures.saved_bytes_figure(result)) >= 120  # as built, before the page adds its caption
+    for present in (False, True):
+        caption = page_figures.caption("Saved-for-backward bytes", {"steps": " → ".join(steps)}, "cpu")
+        drawn = page_figures.lay_out(figures.saved_bytes_figure(result), caption, present)
+        assert _plot_height(drawn) >= 120, (len(steps), present)
+        axis, bars = drawn.layout.yaxis, drawn.data[0]
+        labels = [label.replace("<br>", "") for label in bars.y]
+        assert labels == [f"{i}. {autograd.ACTIONS[action]}" for i, action in enumerate(steps, 1)]
+        assert axis.type == "category" and list(axis.categoryarray) == list(bars.y)  # one row per step, in order
+        assert len(set(bars.y)) == len(steps)
+
+
+def _plot_height(figure) -> float:
+    """The plot area's height as plotly draws it: the figure's height less the margins (plotly's defaults if unset)."""
+    margin = figure.layout.margin
+    return figure.layout.height - (100 if margin.t is None else margin.t) - (80 if margin.b is None else margin.b)

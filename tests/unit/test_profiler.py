@@ -13,7 +13,7 @@ from torch import nn
 
 from explorers import profiler as profiling
 from explorers.engine import default_engine
-from explorers.profiler import lesson
+from explorers.profiler import figures, lesson
 from explorers.profiler.experiment import ProfileOptions, profile
 from explorers.profiler.your_model import StepTiming
 
@@ -426,3 +426,40 @@ def test_bad_arguments_are_refused_before_anything_runs(bad, tmp_path):
     }
     with pytest.raises(ValueError, match="must be"):
         profiling.profile_training(**{**arguments, **bad})
+
+
+def _plotly_category_position(value, categories):
+    """Where plotly draws `value` on a category axis: a number, or a string that reads as one, is a position;
+    any other string is looked up by name (plotly.js set_convert: r2c for category axes)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float(categories.index(value))
+
+
+def test_an_outlier_marker_stands_on_its_own_bar_whatever_its_label():
+    """Issue 21: the bar labelled "1.4" had its "▲ 375" drawn at position 1.4, between the second and third bars."""
+    typical = (1.0, 0.1, 2.0, 3.0, 4.0)  # data, copy, forward, backward, optimizer
+    steps = steps_of(*[typical] * 15)
+    outlier = 3  # round 1, step 4: labelled "1.4"
+    steps[outlier] = steps_of((1.0, 0.1, 2.0, 360.0, 4.0), wall=375.0)[0]
+    result = profiling.ProfileResult(
+        steps=tuple(steps),
+        warmup_steps=tuple(steps_of(typical, typical)),
+        top_ops=(),
+        naive_ms=(10.0,) * 15,
+        unprofiled_ms=(10.0,) * 15,
+        steps_per_round=5,
+        verdict="backward-bound",
+        evidence="",
+        contenders=("backward",),
+        trace_path="",
+        device="cpu",
+        synchronized=False,
+    )
+    figure = figures.phases_figure(result)
+    categories = list(figure.data[0].x)
+    assert categories[2 + outlier] == "1.4"
+    markers = [a for a in figure.layout.annotations if a.text.startswith("▲")]
+    assert len(markers) == 1 and "375" in markers[0].text
+    assert _plotly_category_position(markers[0].x, categories) == categories.index("1.4")
