@@ -68,7 +68,8 @@ KIND_NAMES = {
 POSITION_NOTE = "{name}'s position table holds {limit} positions: the sequence is cut to {limit}."
 HOW_MEASURED = (
     "One training step of the library's own model code (forward with its loss, backward, optimizer step, "
-    "zero_grad), and a second for the steady state, on fake tensors: nothing is allocated."
+    "zero_grad), and a second for the steady state, on fake tensors: nothing is allocated. AdamW steps one "
+    "parameter at a time (foreach=False, PyTorch's default on CPU; CUDA's default foreach step needs more)."
 )
 
 
@@ -155,7 +156,13 @@ def provenance(plan: Plan) -> str:
         f"{HOW_MEASURED} torch {plan.torch_version}, CPU kernels; transformers {plan.transformers_version}; "
         f"hyperparameters from {plan.source}; {plan.parameter_count:,} parameters, {plan.trainable_count:,} "
         f"trainable; {plan.seconds:.1f} s here."
-    )
+    ) + (SCALED_NOTE if plan.scaled else "")
+
+
+SCALED_NOTE = (
+    " Scaled from copies with one and two blocks: an estimate, equal to the whole model's step on the tested "
+    "configurations, but up to 5% below it at some short sequences (the peak's phase can differ)."
+)
 
 
 def limit_words(limit: Limit, budget_gib: int) -> str:

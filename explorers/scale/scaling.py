@@ -4,8 +4,11 @@ Every number a step reports (bytes of each kind, each phase's peak, what was ali
 the part outside the blocks plus, for each kind of block (frozen or training), the block
 count times what one such block adds. Small copies of the model measure both: one block and
 two blocks when every block is alike; one frozen and one training block, then one more of
-each, when the last N train. `tests/claims/test_scale.py` proves the scaled step equal to the
-whole model's step, byte for byte, at two sizes.
+each, when the last N train. `tests/claims/test_scale.py` finds the scaled step equal to the
+whole model's, byte for byte, on tiny Llama, GPT-2 and BERT configurations at two sizes; an
+audit of the published models found it up to 5% low in 19 of 72 settings at short sequences,
+where each phase's peak is the higher of two moments whose order changes with the block count
+(so a phase's peak is not linear in it). The page says the result is scaled.
 """
 
 from __future__ import annotations
