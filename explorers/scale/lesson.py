@@ -6,7 +6,7 @@ from explorers.scale import models
 from explorers.scale.experiment import GATHERED, Plan, PlanOptions
 from explorers.scale.formulas import Formulas
 from explorers.scale.remedies import Remedies
-from explorers.scale.search import Limit
+from explorers.scale.search import SEQ_GRID, Limit
 from explorers.statements import Statement
 
 STATEMENTS = {
@@ -166,15 +166,19 @@ SCALED_NOTE = (
 
 
 def limit_words(limit: Limit, budget_gib: int) -> str:
-    knob = "micro-batch" if limit.knob == "batch_size" else "sequence"
+    knob = "micro-batch" if limit.knob == "batch_size" else f"sequence (in steps of {SEQ_GRID})"
     if limit.value is None:
         smallest = limit.next_up
         return f"No {knob} fits in {budget_gib} GiB: the smallest tried peaks at {gib(smallest.peak)}."
     words = f"Largest {knob} that fits in {budget_gib} GiB: {limit.value:,} (peak {gib(limit.fits.peak)})"
     if limit.next_up is not None:
         next_value = getattr(limit.next_up.options, limit.knob)
-        return words + f"; {next_value:,} peaks at {gib(limit.next_up.peak)}. {limit.measured} steps measured."
-    return words + f", the end of the range tried ({limit.end:,}). {limit.measured} steps measured."
+        return words + f"; {next_value:,} peaks at {gib(limit.next_up.peak)}. {steps_measured(limit.measured)}."
+    return words + f", the end of the range tried ({limit.end:,}). {steps_measured(limit.measured)}."
+
+
+def steps_measured(count: int) -> str:
+    return f"{count} step{'s' * (count != 1)} measured"
 
 
 def remedy_rows(remedies: Remedies, budget_gib: int) -> list[dict[str, str]]:
