@@ -22,6 +22,9 @@ def test_no_serious_accessibility_violation(browser, server_url, path, viewport)
     try:
         page.goto(f"{server_url}/{path}")
         wait_for_app(page)
+        # Streamlit fades elements from an earlier run while a rerun draws: contrast is judged once they settle
+        page.wait_for_function("() => !document.querySelector(\"[data-stale='true']\")", timeout=60_000)
+        page.wait_for_timeout(500)
         results = Axe().run(page)
         serious = [
             f"{v['id']} ({v['impact']}): {v['help']} — " + "; ".join(n["target"][0] for n in v["nodes"][:3])
