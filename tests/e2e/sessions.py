@@ -103,6 +103,7 @@ async def stable_fingerprint(page, deterministic: bool, tries: int = 20) -> dict
 async def run_session(browser, base_url: str, session: Session) -> Session:
     context = await browser.new_context(viewport={"width": 1400, "height": 900})
     page = await context.new_page()
+    page.set_default_timeout(SETTLE_TIMEOUT_MS)  # ten browsers on two cores: any read of the page can wait
     try:
         start = time.monotonic()
         await page.goto(f"{base_url}/{session.path}")

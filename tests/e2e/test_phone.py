@@ -13,6 +13,9 @@ SIDEWAYS = """() => {
     const main = document.querySelector("[data-testid='stMain']");
     return main.scrollWidth - main.clientWidth;
 }"""
+ABOVE = """top => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stElementContainer']")]
+    .filter(e => e.getBoundingClientRect().top < top && e.getBoundingClientRect().height > 100)
+    .map(e => `${e.getBoundingClientRect().height.toFixed(0)} px: ${(e.innerText || '').slice(0, 60)}`)"""
 
 
 @pytest.mark.parametrize("lab", BUILT, ids=[lab.slug for lab in BUILT])
@@ -26,9 +29,12 @@ def test_on_a_phone_the_lab_opens_on_its_figure_with_the_menu_closed(browser, se
         assert menu is None or menu["x"] + menu["width"] <= 1, f"the menu covers the lab on a phone: {menu}"
         figure = page.locator(FIGURE_SELECTORS[lab.figure]).first
         figure.wait_for(state="visible", timeout=60_000)
+        # Streamlit keeps an earlier run's elements (faded) while a rerun draws: measure the settled page
+        page.wait_for_function("() => !document.querySelector(\"[data-stale='true']\")", timeout=60_000)
         top = figure.bounding_box()["y"]
         page.screenshot(path=screenshots / f"{lab.slug}-phone.png")
-        assert top < PHONE["height"], f"the main figure starts {top:.0f} px down, below the first screen"
+        above = page.evaluate(ABOVE, top)
+        assert top < PHONE["height"], f"the main figure starts {top:.0f} px down, below the first screen, under {above}"
         overflow = page.evaluate(SIDEWAYS)
         assert overflow <= 1, f"the page scrolls {overflow} px sideways"
     finally:
