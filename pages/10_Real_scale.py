@@ -35,6 +35,7 @@ FIELDS = (
     ChoiceField("gpus", DEFAULT.world_size, GPU_CHOICES),
     ChoiceField("zero", DEFAULT.zero_stage, (0, 1, 2, 3)),
     ChoiceField("budget", 80, BUDGETS_GIB),
+    BoolField("foreach", DEFAULT.foreach),
 )
 # The widest searches measure about ten steps of an 8B model, several seconds each here.
 TIME_LIMIT_S = runs.longer_limit(5)
@@ -51,10 +52,15 @@ with bench:
     st.segmented_control("GPU memory", BUDGETS_GIB, key=key("budget"), format_func="{} GiB".format)
 with bench, page.controls():
     st.selectbox("Optimizer", OPTIMIZERS, key=key("optimizer"), format_func=lesson.OPTIMIZER_NAMES.get)
+    if page.value("optimizer") == "adamw":
+        st.toggle("AdamW steps all parameters at once (foreach, CUDA's default)", key=key("foreach"))
     st.toggle("Activation checkpointing", key=key("checkpointing"))
     st.selectbox("What trains", TRAINABLE, key=key("trainable"), format_func=lesson.TRAINABLE_NAMES.get)
     if page.value("trainable") == "last":
-        st.slider("N (last blocks that train)", 1, 128, key=key("blocks"))
+        most = models.block_count(page.value("model"))
+        if page.value("blocks") > most:  # a link's N, or one set for a deeper model
+            page.set("blocks", most)
+        st.slider("N (last blocks that train)", 1, most, key=key("blocks"))
     st.select_slider("Data-parallel GPUs", GPU_CHOICES, key=key("gpus"))
     st.selectbox("Sharding", (0, 1, 2, 3), key=key("zero"), format_func=lesson.SHARDING_NAMES.get)
 page.sync_url()
@@ -76,6 +82,7 @@ options = PlanOptions(
     trainable_blocks=page.value("blocks"),
     world_size=page.value("gpus"),
     zero_stage=page.value("zero"),
+    foreach=page.value("foreach") and page.value("optimizer") == "adamw",
 )
 budget = page.value("budget") or 80
 text_size = 20 if page.presenting else 14
@@ -98,9 +105,9 @@ gradients.metric("Gradients", lesson.gib(plan.gradients))
 state.metric("Optimizer state", lesson.gib(plan.optimizer_state))
 activations.metric("Activations", lesson.gib(plan.activations))
 st.caption(lesson.provenance(plan))
-sharding = lesson.sharding_words(plan)
-if sharding:
-    st.info(sharding, icon=":material/calculate:")
+for note in (lesson.sharding_words(plan), lesson.unsharded_words(plan), lesson.head_words(plan)):
+    if note:
+        st.info(note, icon=":material/info:")
 
 question = Question(options, budget)
 found, fixes, formulas = runs.run_all(
@@ -111,7 +118,7 @@ found, fixes, formulas = runs.run_all(
 )
 st.subheader("What fits")
 st.markdown(f"- {lesson.limit_words(found.batch, budget)}\n- {lesson.limit_words(found.seq, budget)}")
-st.subheader("Remedies, measured")
+st.subheader("Remedies")
 figures.plotly(
     charts.remedies_figure(fixes, budget, text_size=text_size),
     figures.caption("Peak per GPU after each change", settings, "cpu"),
@@ -126,7 +133,7 @@ figures.predict_then_reveal(
     key("predict"),
     lesson.PREDICT_QUESTION,
     list(lesson.PREDICT_CHOICES),
-    lesson.predict_answer(plan),
+    lesson.predict_answers(plan),
     lesson.predict_evidence(plan),
 )
 figures.answer_card(card.answer_card(plan, budget, found, fixes))

@@ -352,22 +352,26 @@ def why_panel(lines: Sequence[str]) -> None:
     st.markdown("\n".join(f"- {line}" for line in lines))
 
 
-def predict_then_reveal(key: str, question: str, choices: Sequence[str], answer: str, evidence: str) -> None:
+def predict_then_reveal(
+    key: str, question: str, choices: Sequence[str], answer: str | tuple[str, ...], evidence: str
+) -> None:
     """Ask first; the live evidence appears only once the reader has committed to an answer.
 
-    The first answer to each question counts towards the session's drill score (the study
-    plan page shows it); changing it afterwards still reveals, but does not rescore.
+    `answer` is the measured answer, or a tuple of them when the run has a tie. The first
+    answer to each question counts towards the session's drill score (the study plan page
+    shows it); changing it afterwards still reveals, but does not rescore.
     """
+    answers = (answer,) if isinstance(answer, str) else answer
     st.subheader("Predict, then reveal")
     choice = st.radio(question, choices, index=None, key=key)
     if choice is None:
         st.caption("Pick an answer to see what PyTorch does.")
     else:
-        drill.record(key, question, choice == answer)
-        if choice == answer:
+        drill.record(key, question, choice in answers)
+        if choice in answers:
             st.success(f"Right. {evidence}")
         else:
-            st.error(f"Not quite: **{answer}**. {evidence}")
+            st.error(f"Not quite: **{' or '.join(answers)}**. {evidence}")
     right, asked = drill.score()
     if asked:
         st.caption(f"Drill score this session: {right} of {asked} first answers right.")

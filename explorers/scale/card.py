@@ -54,5 +54,6 @@ def _evidence(plan: Plan, budget_gib: int, limits: Limits | None, remedies: Reme
         facts += [lesson.limit_words(limits.batch, budget_gib), lesson.limit_words(limits.seq, budget_gib)]
     if remedies is not None and remedies.remedies:
         best = remedies.remedies[0]
-        facts.append(f"The change measured to save the most: {best.name}, {lesson.gib(best.saved)} per GPU.")
+        how = "computed from the measured step" if best.computed else "measured"
+        facts.append(f"The change that saves the most ({how}): {best.name}, {lesson.gib(best.saved)} per GPU.")
     return " ".join(facts)

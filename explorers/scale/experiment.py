@@ -39,6 +39,7 @@ ZERO_STAGES = (0, 1, 2, 3)
 BATCH_RANGE = (1, 512)
 SEQ_RANGE = (16, 131072)
 WORLD_RANGE = (1, 1024)
+MICRO_BATCHES_RANGE = (1, 64)  # gradient accumulation steps
 GIB = 2**30
 BUDGETS_GIB = (24, 40, 80, 141)  # the memory of common GPUs: RTX 4090 / L4, A100 40 GB, A100/H100 80 GB, H200
 
@@ -48,7 +49,8 @@ SHARDED_BY_STAGE = {  # the kinds of bytes a rank keeps 1/N of, from this ZeRO s
     "gradients": 2,
     "parameters": 3,
 }
-GATHERED = "gathered unit"  # ZeRO-3's transient full copy of one unit, computed
+GATHERED = "gathered unit"  # ZeRO-3's transient full parameters of one unit, computed
+GATHERED_GRADIENTS = "unit's full gradients"  # ZeRO-3: that unit's gradients before reduce-scatter, computed
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class PlanOptions:
     world_size: int = 1  # data-parallel ranks
     zero_stage: int = 0  # 0 is DDP: every rank holds the whole step
     micro_batches: int = 1  # forward and backward passes per optimizer step (gradient accumulation)
+    foreach: bool = False  # AdamW steps every parameter at once (CUDA's default) instead of one at a time
 
     def __post_init__(self) -> None:
         check(self)
@@ -77,6 +80,8 @@ class Plan:
     source: str  # where the hyperparameters come from
     parameter_count: int
     trainable_count: int
+    head_parameters: int  # the output projection's (the head's), as built
+    head_tied: bool  # the head's weight is the token embedding's (training the head trains the embedding)
     blocks: int
     vocab_size: int
     hidden_size: int
@@ -91,6 +96,7 @@ class Plan:
     phase_peaks: dict[str, int]  # each phase's peak, per rank, the higher of the two steps
     at_peak: dict[str, int]  # what was alive at the peak, per rank, by kind; sums to `peak`
     gathered_unit: int  # ZeRO-3: bytes of the largest unit's full parameters (0 otherwise)
+    gathered_gradients: int  # ZeRO-3: bytes of its full gradients in backward, before reduce-scatter (0 otherwise)
     torch_version: str
     transformers_version: str
     seconds: float  # how long the fake steps took here
@@ -125,13 +131,16 @@ def check(options: PlanOptions) -> None:
         ("seq_len", SEQ_RANGE),
         ("world_size", WORLD_RANGE),
         ("trainable_blocks", (1, 128)),
-        ("micro_batches", (1, 64)),
+        ("micro_batches", MICRO_BATCHES_RANGE),
     ):
         value = getattr(options, name)
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ValueError(f"{name} must be an integer from {low} to {high}, not {value!r}")
-    if not isinstance(options.checkpointing, bool):
-        raise ValueError(f"checkpointing must be True or False, not {options.checkpointing!r}")
+    for name in ("checkpointing", "foreach"):
+        if not isinstance(getattr(options, name), bool):
+            raise ValueError(f"{name} must be True or False, not {getattr(options, name)!r}")
+    if options.foreach and options.optimizer != "adamw":
+        raise ValueError("foreach=True applies to AdamW only here")
 
 
 def plan(
@@ -145,10 +154,12 @@ def plan(
     world_size: int = 1,
     zero_stage: int = 0,
     micro_batches: int = 1,
+    foreach: bool = False,
 ) -> Plan:
     """Bytes per GPU for one training step of `model` (a key of `models.KEYS` or a transformers config).
 
-    `trainable` is "all", "head", or an integer N: the last N blocks and the head.
+    `trainable` is "all", "head", or an integer N: the last N blocks and the head. `foreach=True`
+    measures AdamW's multi-tensor step, CUDA's default; False (the default) steps one parameter at a time.
     """
     blocks = trainable if isinstance(trainable, int) and not isinstance(trainable, bool) else 2
     which = "last" if isinstance(trainable, int) and not isinstance(trainable, bool) else trainable
@@ -165,6 +176,7 @@ def plan(
         world_size,
         zero_stage,
         micro_batches,
+        foreach,
     )
     source = models.published(model)["source"] if isinstance(model, str) else "a transformers config object"
     return _plan(models.config_for(model), options, source)
@@ -191,6 +203,11 @@ def _plan(config, options: PlanOptions, source: str, whole: bool = False) -> Pla
     length = models.longest_sequence(config)
     if options.seq_len > length:
         raise ValueError(f"this model's position table holds {length} positions: seq_len must be at most {length}")
+    if options.trainable == "last" and options.trainable_blocks > config.num_hidden_layers:
+        raise ValueError(
+            f"this model has {config.num_hidden_layers} blocks: trainable_blocks must be at most "
+            f"{config.num_hidden_layers}"
+        )
     started = time.perf_counter()
     target = scaling.block_counts(config.num_hidden_layers, options.trainable, options.trainable_blocks)
     copies = [target] if whole else scaling.small_copies(*target)
@@ -201,17 +218,19 @@ def _plan(config, options: PlanOptions, source: str, whole: bool = False) -> Pla
         for c in copies
     ]
     if len(copies) == 1:
-        measured, unit, counts = found[0]
+        measured, unit, counts, head = found[0]
     else:
         measured = scaling.combine_measurements([f[0] for f in found], copies, target)
         unit = max(found[-1][1], found[0][1])  # one block, or everything outside: the same in every copy
         counts = tuple(scaling.combine([f[2][i] for f in found], copies, target) for i in (0, 1))
+        head = found[-1][3]  # the head is the same in every copy
     seconds = time.perf_counter() - started
-    return _per_rank(config, options, source, measured, unit, counts, seconds, scaled=len(copies) > 1)
+    return _per_rank(config, options, source, measured, unit, counts, head, seconds, scaled=len(copies) > 1)
 
 
-def _measure(config, options: PlanOptions) -> tuple[Measurement, tuple[int, int], tuple[int, int]]:
-    """One model's two fake training steps: (measurement, largest FSDP unit, (parameters, trainable) counts)."""
+def _measure(config, options: PlanOptions):
+    """One model's two fake training steps: (measurement, largest FSDP unit, (parameters, trainable) counts,
+    (head parameters, whether the head is tied to the token embedding))."""
     with FakeTensorMode():
         model, batch = _build(config, options)
         unit = _largest_unit(model)
@@ -219,6 +238,8 @@ def _measure(config, options: PlanOptions) -> tuple[Measurement, tuple[int, int]
             sum(p.numel() for p in model.parameters()),
             sum(p.numel() for p in model.parameters() if p.requires_grad),
         )
+        output = models.head(model)
+        head = (sum(p.numel() for p in output.parameters()), output.weight is model.get_input_embeddings().weight)
         measured = _measure_steps(
             model,
             batch,
@@ -226,9 +247,10 @@ def _measure(config, options: PlanOptions) -> tuple[Measurement, tuple[int, int]
             precision="bf16" if options.precision == "bf16-mixed" else "fp32",  # pure bf16 runs without autocast
             loss_fn=_library_loss,
             micro_batches=options.micro_batches,
+            foreach=options.foreach,
             estimated=True,
         )
-    return measured, unit, counts
+    return measured, unit, counts, head
 
 
 def _library_loss(output, batch):
@@ -282,16 +304,26 @@ def shard(parts: dict[str, int], stage: int, world_size: int) -> dict[str, int]:
 
 
 def _per_rank(
-    config, options: PlanOptions, source: str, measured: Measurement, unit, counts, seconds: float, scaled: bool
+    config,
+    options: PlanOptions,
+    source: str,
+    measured: Measurement,
+    unit,
+    counts,
+    head,
+    seconds: float,
+    scaled: bool,
 ) -> Plan:
     stage = options.zero_stage if options.world_size > 1 else 0
-    gathered = unit[0] if stage == 3 else 0
+    gathered, gathered_gradients = unit if stage == 3 else (0, 0)
     candidates = []  # (peak, phase, step, parts) at each phase's own peak, per rank; the steady step wins a tie
     for number, step in ((2, measured.steady_step), (1, measured.first_step)):
         for phase, parts in step.phase_at_peak.items():
             parts = shard(parts, stage, options.world_size)
             if stage == 3 and phase in ("forward", "backward"):
-                parts[GATHERED] = unit[0] + (unit[1] if phase == "backward" else 0)
+                parts[GATHERED] = gathered
+                if phase == "backward":
+                    parts[GATHERED_GRADIENTS] = gathered_gradients
             candidates.append((sum(parts.values()), phase, number, parts))
     peak, phase, number, at_peak = max(candidates, key=lambda c: c[0])
     phase_peaks: dict[str, int] = {}
@@ -311,6 +343,8 @@ def _per_rank(
         source=source,
         parameter_count=counts[0],
         trainable_count=counts[1],
+        head_parameters=head[0],
+        head_tied=head[1],
         blocks=config.num_hidden_layers,
         vocab_size=config.vocab_size,
         hidden_size=config.hidden_size,
@@ -325,6 +359,7 @@ def _per_rank(
         phase_peaks=phase_peaks,
         at_peak={kind: nbytes for kind, nbytes in at_peak.items() if nbytes},
         gathered_unit=gathered,
+        gathered_gradients=gathered_gradients,
         torch_version=torch.__version__,
         transformers_version=_transformers_version(),
         seconds=seconds,
@@ -336,7 +371,3 @@ def _transformers_version() -> str:
     import transformers
 
     return transformers.__version__
-
-
-def with_changes(options: PlanOptions, **changes) -> PlanOptions:
-    return dataclasses.replace(options, **changes)

@@ -39,6 +39,8 @@ class Formulas:
     measured_outside: int | None  # saved by everything outside the blocks, measured
     measured_activations: int  # the whole model's, measured
     logits_fp32: int  # batch x sequence x vocabulary x 4 bytes: one fp32 copy of the logits, computed
+    upcasts_logits: bool  # the loss works on that fp32 copy of 16-bit logits (models.upcasts_logits)
+    options: PlanOptions  # what was measured: the formulas assume no checkpointing and every block training
 
 
 def measure_formulas(options: PlanOptions, report: Callable | None = None) -> Formulas:
@@ -71,4 +73,6 @@ def measure_formulas(options: PlanOptions, report: Callable | None = None) -> Fo
         measured_outside=2 * small[0] - small[1] if small else None,
         measured_activations=whole.activations,
         logits_fp32=b * s * config.vocab_size * 4,
+        upcasts_logits=models.upcasts_logits(config, options.precision),
+        options=options,
     )

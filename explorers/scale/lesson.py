@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from explorers.scale import models
-from explorers.scale.experiment import GATHERED, Plan, PlanOptions
+from explorers.scale.experiment import GATHERED, GATHERED_GRADIENTS, Plan, PlanOptions
 from explorers.scale.formulas import Formulas
 from explorers.scale.remedies import Remedies
 from explorers.scale.search import SEQ_GRID, Limit
@@ -34,6 +34,17 @@ STATEMENTS = {
         scope="an optimizer built from the trainable parameters, as here; weights tied to a trainable one train too",
         source="torch/optim/optimizer.py: Optimizer.add_param_group; torch/autograd/__init__.py: backward",
     ),
+    "foreach": Statement(
+        text=(
+            "On CUDA, AdamW's default multi-tensor (foreach) step keeps temporaries for every parameter at once, "
+            "so its optimizer step peaks higher than a step that goes one parameter at a time."
+        ),
+        scope=(
+            "parameters on a CUDA device, foreach and fused left at None (PyTorch then picks foreach); the extra "
+            "bytes are the step's temporaries over all parameters of a group at once"
+        ),
+        source="torch/optim/optimizer.py: _default_to_fused_or_foreach; torch/optim/adam.py: _multi_tensor_adam",
+    ),
     "zero": Statement(
         text=(
             "ZeRO-1 splits the optimizer state across the data-parallel GPUs, ZeRO-2 the gradients too, and "
@@ -61,15 +72,15 @@ KIND_NAMES = {
     "optimizer state": "optimizer state",
     "activations": "activations",
     "weight copies": "autocast's weight copies",
-    GATHERED: "gathered unit (ZeRO-3, computed)",
+    GATHERED: "one unit's gathered parameters (ZeRO-3, computed)",
+    GATHERED_GRADIENTS: "that unit's full gradients before reduce-scatter (ZeRO-3, computed)",
     "batch": "batch",
     "buffers": "buffers",
 }
 POSITION_NOTE = "{name}'s position table holds {limit} positions: the sequence is cut to {limit}."
 HOW_MEASURED = (
     "One training step of the library's own model code (forward with its loss, backward, optimizer step, "
-    "zero_grad), and a second for the steady state, on fake tensors: nothing is allocated. AdamW steps one "
-    "parameter at a time (foreach=False, PyTorch's default on CPU; CUDA's default foreach step needs more)."
+    "zero_grad), and a second for the steady state, on fake tensors: nothing is allocated."
 )
 
 
@@ -77,8 +88,19 @@ def kind_name(kind: str) -> str:
     return KIND_NAMES.get(kind, kind)
 
 
-def gib(nbytes: int) -> str:
-    return f"{nbytes / 2**30:,.1f} GiB"
+def gib(nbytes: int, digits: int = 1) -> str:
+    """Bytes for people: GiB with `digits` decimals, two under 1 GiB, MiB under 0.1 GiB (no "0.1 or 0.1 GiB")."""
+    if abs(nbytes) < 2**30 / 10:
+        return f"{nbytes / 2**20:,.0f} MiB"
+    return f"{nbytes / 2**30:,.{max(digits, 2) if abs(nbytes) < 2**30 else digits}f} GiB"
+
+
+def gib_beside(nbytes: int, budget_gib: int) -> str:
+    """`nbytes` with the fewest decimals (up to 3) that keep it from reading as the budget itself ("80.0 GiB")."""
+    digits = 1
+    while digits < 3 and f"{nbytes / 2**30:.{digits}f}" == f"{budget_gib:.{digits}f}":
+        digits += 1
+    return gib(nbytes, digits)
 
 
 def setting_words(options: PlanOptions) -> str:
@@ -106,11 +128,12 @@ def verdict(plan: Plan, budget_gib: int) -> tuple[bool, str]:
     """Fits or not in the chosen budget, and by how much, from the measured (and, if sharded, computed) peak."""
     budget = budget_gib * 2**30
     where = f"in the {plan.peak_phase} of step {plan.peak_step}"
+    peak = gib_beside(plan.peak, budget_gib)
     if plan.fits(budget):
-        return True, f"Fits in {budget_gib} GiB per GPU: the step peaks at {gib(plan.peak)} {where}, " + (
+        return True, f"Fits in {budget_gib} GiB per GPU: the step peaks at {peak} {where}, " + (
             f"{gib(plan.headroom(budget))} to spare."
         )
-    return False, f"Does not fit in {budget_gib} GiB per GPU: the step peaks at {gib(plan.peak)} {where}, " + (
+    return False, f"Does not fit in {budget_gib} GiB per GPU: the step peaks at {peak} {where}, " + (
         f"{gib(-plan.headroom(budget))} more than the budget."
     )
 
@@ -147,13 +170,51 @@ def sharding_words(plan: Plan) -> str | None:
         f"(of {gib(plan.measured.optimizer_state)})."
     )
     if plan.gathered_unit:
-        words += f" The largest unit gathered whole: {gib(plan.gathered_unit)}."
+        words += f" Forward and backward each gather the largest unit's full parameters ({gib(plan.gathered_unit)})"
+        if plan.gathered_gradients:
+            words += (
+                f"; in backward, that unit's full gradients ({gib(plan.gathered_gradients)}) are held until they "
+                "are reduce-scattered"
+            )
+        words += "."
     return words
+
+
+def optimizer_words(plan: Plan) -> str:
+    """How the optimizer stepped, read back from the optimizer that ran (`Measurement.optimizer_call`)."""
+    call = plan.measured.optimizer_call
+    if "foreach=True" in call:
+        return f"The optimizer ran as {call}: every parameter in one multi-tensor step, CUDA's default."
+    if "foreach=False" in call:
+        return (
+            f"The optimizer ran as {call}: one parameter at a time, PyTorch's default on CPU. "
+            + STATEMENTS["foreach"].text
+        )
+    return f"The optimizer ran as {call}."
+
+
+def head_words(plan: Plan) -> str | None:
+    """What "the head" is in this model, when only part of it trains; tied weights train the embedding too."""
+    if plan.options.trainable == "all":
+        return None
+    words = f"The head is {models.NAMES[plan.options.model]}'s output projection ({plan.head_parameters:,} parameters)"
+    if plan.head_tied:
+        words += ", the same matrix as the token embedding: training the head trains the embedding"
+    return words + f"; {plan.trainable_count:,} parameters train in all."
+
+
+def unsharded_words(plan: Plan) -> str | None:
+    """Said when a ZeRO stage is chosen with one GPU: there is nothing to shard across."""
+    o = plan.options
+    if o.zero_stage and o.world_size == 1:
+        return f"{SHARDING_NAMES[o.zero_stage]} over 1 GPU shards nothing: every number here is the whole step's."
+    return None
 
 
 def provenance(plan: Plan) -> str:
     return (
-        f"{HOW_MEASURED} torch {plan.torch_version}, CPU kernels; transformers {plan.transformers_version}; "
+        f"{HOW_MEASURED} {optimizer_words(plan)} torch {plan.torch_version}, CPU kernels; "
+        f"transformers {plan.transformers_version}; "
         f"hyperparameters from {plan.source}; {plan.parameter_count:,} parameters, {plan.trainable_count:,} "
         f"trainable; {plan.seconds:.1f} s here."
     ) + (SCALED_NOTE if plan.scaled else "")
@@ -189,6 +250,7 @@ def remedy_rows(remedies: Remedies, budget_gib: int) -> list[dict[str, str]]:
             "Peak per GPU": gib(r.plan.peak),
             "Saves": ("" if r.saved >= 0 else "−") + gib(abs(r.saved)),
             f"Fits {budget_gib} GiB": "yes" if r.plan.fits(budget) else "no",
+            "How": "computed from the measured step" if r.computed else "measured",
         }
         for r in remedies.remedies
     ]
@@ -201,33 +263,52 @@ def formula_lines(f: Formulas) -> list[str]:
         f"ZeRO's 16 bytes per parameter for mixed-precision Adam: {gib(f.adam_16)} for {f.parameter_count:,} "
         f"parameters. Measured parameters, gradients and optimizer state: {gib(f.measured_state)}, "
         f"{per_parameter:.1f} bytes per parameter ({f.trainable_count:,} of them trainable).",
+    ]
+    korthikanti = (
         f"Korthikanti et al.'s activations for a GPT-3 block in 16-bit: {gib(f.korthikanti_block)} per block with "
         f"the attention scores stored, {gib(f.korthikanti_block_fused)} without; × {f.blocks} blocks = "
-        f"{gib(f.blocks * f.korthikanti_block)} or {gib(f.blocks * f.korthikanti_block_fused)}. "
-        f"Measured for the whole model: {gib(f.measured_activations)}.",
+        f"{gib(f.blocks * f.korthikanti_block)} or {gib(f.blocks * f.korthikanti_block_fused)}."
+    )
+    unlike = [
+        *(["activation checkpointing is on"] if f.options.checkpointing else []),
+        *(["frozen blocks save nothing for backward"] if f.options.trainable != "all" else []),
     ]
-    if f.measured_block is not None:
+    if unlike:  # the formula assumes every block trains and keeps all it saves
         lines.append(
-            f"Measured per block: {gib(f.measured_block)}; outside the blocks (embeddings, final norm, head, loss): "
-            f"{gib(f.measured_outside)}. One fp32 copy of the logits (batch × sequence × vocabulary × 4 bytes) "
-            f"is {gib(f.logits_fp32)}."
+            f"{korthikanti} It assumes every block trains and keeps what it saves; here "
+            f"{' and '.join(unlike)}, so the measured {gib(f.measured_activations)} is not its counterpart."
         )
+    else:
+        lines.append(f"{korthikanti} Measured for the whole model: {gib(f.measured_activations)}.")
+    if f.measured_block is not None:
+        outside = (
+            f"Measured per block: {gib(f.measured_block)}; outside the blocks (embeddings, final norm, head, loss): "
+            f"{gib(f.measured_outside)}."
+        )
+        if f.upcasts_logits:
+            outside += (
+                f" The loss works on an fp32 copy of the 16-bit logits: batch × sequence × vocabulary × 4 bytes = "
+                f"{gib(f.logits_fp32)}."
+            )
+        lines.append(outside)
     return lines
 
 
-PREDICT_QUESTION = "At this step's peak, which part takes the most memory per GPU?"
+PREDICT_QUESTION = "At this step's peak, which of these four takes the most memory per GPU?"
 PREDICT_CHOICES = ("parameters", "gradients", "optimizer state", "activations")
 
 
-def predict_answer(plan: Plan) -> str:
-    """The largest of the four at the peak, as measured (activations include autocast's weight copies)."""
+def predict_answers(plan: Plan) -> tuple[str, ...]:
+    """The largest of the four at the peak, as measured (activations include autocast's weight copies);
+    several when they tie (parameters and gradients of the same dtype often do)."""
     parts = {
         "parameters": plan.at_peak.get("parameters", 0),
         "gradients": plan.at_peak.get("gradients", 0),
         "optimizer state": plan.at_peak.get("optimizer state", 0),
         "activations": plan.at_peak.get("activations", 0) + plan.at_peak.get("weight copies", 0),
     }
-    return max(parts, key=parts.get)
+    largest = max(parts.values())
+    return tuple(name for name, nbytes in parts.items() if nbytes == largest)
 
 
 def predict_evidence(plan: Plan) -> str:

@@ -85,6 +85,24 @@ def position_limit(key: str) -> int:
     return int(values.get("max_position_embeddings") or values.get("n_positions") or 1 << 20)
 
 
+def upcasts_logits(config, precision: str) -> bool:
+    """Whether the library's loss works on an fp32 copy of 16-bit logits.
+
+    Under bf16 autocast every model's does: autocast runs cross_entropy's log_softmax in fp32
+    (torch/amp autocast op lists). In pure bf16, the causal-LM loss still copies the logits
+    (transformers/loss/loss_utils.py: ForCausalLMLoss, `logits.float()`); BERT's masked-LM
+    head calls CrossEntropyLoss on them as they are (models/bert/modeling_bert.py). In fp32
+    the logits are fp32 already. tests/claims/test_scale.py watches a real step for the copy.
+    """
+    return precision == "bf16-mixed" or (precision == "bf16" and config.model_type != "bert")
+
+
+def block_count(key: str) -> int:
+    """The number of transformer blocks, from the published hyperparameters alone."""
+    values = published(key)
+    return int(values.get("num_hidden_layers") or values["n_layer"])
+
+
 def longest_sequence(config) -> int:
     """The longest input the model's position table allows (GPT-2 and BERT learn one row per position)."""
     return int(getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", 0) or 1 << 20)

@@ -10,11 +10,11 @@ the prediction is off, a bisection over measured steps finds the answer all the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy
 
-from explorers.scale.experiment import BATCH_RANGE, GIB, Plan, PlanOptions, measure_plan, with_changes
+from explorers.scale.experiment import BATCH_RANGE, GIB, Plan, PlanOptions, measure_plan
 from explorers.scale.models import config_for, longest_sequence
 
 SEQ_GRID = 128  # sequence lengths are searched in steps of 128 tokens
@@ -88,7 +88,7 @@ def largest(
 
     def at(value: int) -> Plan:
         if value not in measured:
-            measured[value] = measure_plan(with_changes(options, **{knob: value}))
+            measured[value] = measure_plan(replace(options, **{knob: value}))
             if progress:
                 progress.step()
         return measured[value]

@@ -47,14 +47,15 @@ def test_llama_3_8b_by_default_shows_the_breakdown_verdict_limits_remedies_and_c
     text = " ".join(m.value for m in at.markdown)
     assert "Largest micro-batch" in text or "No micro-batch fits" in text
     assert "ZeRO's 16 bytes per parameter" in text
-    assert [s.value for s in at.subheader if s.value in ("What fits", "Remedies, measured")] == [
-        "What fits",
-        "Remedies, measured",
-    ]
+    assert [s.value for s in at.subheader if s.value in ("What fits", "Remedies")] == ["What fits", "Remedies"]
     assert len(at.get("plotly_chart")) == 2
     evidence = " ".join(m.value for m in at.markdown if "**Evidence" in m.value)
     (remedies,) = [d.value for d in at.dataframe if "Change" in d.value.columns]
-    assert "Llama-3-8B" in evidence and f"save the most: {remedies['Change'][0]}" in evidence
+    how = remedies["How"][0]
+    assert "Llama-3-8B" in evidence and f"saves the most ({how}): {remedies['Change'][0]}" in evidence
+    computed = remedies["Change"].str.startswith("ZeRO")  # sharding is computed from a measured step
+    assert (remedies["How"][computed] == "computed from the measured step").all()
+    assert (remedies["How"][~computed] == "measured").all()
 
 
 def shown(at) -> tuple:
@@ -84,8 +85,10 @@ def test_every_control_changes_the_measured_step(lab):
     lab.selectbox(key=key("zero")).set_value(3).run()
     assert shown(lab) != before and lab.query_params["zero"] == "3"
     lab.selectbox(key=key("trainable")).set_value("last").run()
+    assert lab.slider(key=key("blocks")).max == 12  # GPT-2 small has 12 blocks
     lab.slider(key=key("blocks")).set_value(1).run()
     assert not lab.exception and lab.query_params["blocks"] == "1"
+    assert any("output projection" in i.value for i in lab.info)  # what "the head" is, tied or not
     lab.segmented_control(key=key("budget")).set_value(24).run()
     assert "in 24 GiB per GPU" in verdict(lab)
 
@@ -101,7 +104,28 @@ def test_sharding_is_labelled_as_computed(lab):
     lab.select_slider(key=key("gpus")).set_value(8).run()
     lab.selectbox(key=key("zero")).set_value(3).run()
     said = " ".join(i.value for i in lab.info)
-    assert "computed from the measured step" in said and "gathered whole" in said
+    assert "computed from the measured step" in said and "largest unit's full parameters" in said
+
+
+def test_zero_over_one_gpu_says_it_shards_nothing(lab):
+    lab.selectbox(key=key("zero")).set_value(2).run()
+    assert any("over 1 GPU shards nothing" in i.value for i in lab.info)
+
+
+def test_the_foreach_step_is_offered_with_adamw_only_and_changes_the_step(lab):
+    lab.selectbox(key=key("optimizer")).set_value("adamw").run()
+    before = shown(lab)
+    lab.toggle(key=key("foreach")).set_value(True).run()
+    assert not lab.exception and lab.query_params["foreach"] == "1"
+    assert shown(lab) != before
+    assert any("foreach=True" in c.value for c in lab.caption)
+    lab.selectbox(key=key("optimizer")).set_value("sgd").run()
+    assert not lab.exception and not [t for t in lab.toggle if t.key == key("foreach")]
+
+
+def test_a_link_asking_more_blocks_than_the_model_has_is_cut_to_its_blocks():
+    at = open_page(PAGE, {**SMALL, "trainable": "last", "blocks": "100"})
+    assert not at.exception and at.slider(key=key("blocks")).value == 12
 
 
 @pytest.mark.parametrize(

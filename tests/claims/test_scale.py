@@ -196,6 +196,9 @@ def test_zero_stages_divide_what_they_shard_and_zero3_adds_the_largest_gathered_
             assert getattr(rank, field) == expected, (stage, field)
         assert rank.peak < one.peak
     assert rank.gathered_unit == max(block, outside)
+    assert rank.gathered_gradients == max(block, outside)  # every parameter trains, fp32 gradients like the weights
+    if rank.peak_phase == "backward":
+        assert rank.at_peak["unit's full gradients"] == rank.gathered_gradients
 
 
 # --- Sentences are built from the measured fields ----------------------------------------------
@@ -213,3 +216,53 @@ def test_the_verdict_and_the_limits_quote_measured_peaks():
     assert f"{limit.value:,}" in words and lesson.gib(limit.fits.peak) in words
     fits, verdict = lesson.verdict(limit.next_up, 4)
     assert not fits and lesson.gib(limit.next_up.peak) in verdict
+
+
+@falsifies(STATEMENTS["foreach"])
+@pytest.mark.parametrize("name", NAMES)
+def test_adamws_foreach_step_peaks_higher_than_one_parameter_at_a_time(name):
+    """Real CPU steps under MemTracker (foreach kernels run on CPU too); PyTorch picks foreach for CUDA tensors."""
+    peaks = {}
+    for foreach in (False, True):
+        torch.manual_seed(0)
+        model = models.build(tiny(name)).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=foreach)
+        ids = torch.randint(0, 320, (2, 32))
+        model(input_ids=ids, labels=ids).loss.backward()
+        tracker = MemTracker()
+        tracker.track_external(model, optimizer)
+        with tracker:
+            optimizer.step()
+        peaks[foreach] = max(s["Total"] for s in tracker.get_tracker_snapshot("peak").values())
+    assert peaks[True] > peaks[False]
+    from torch.optim.optimizer import _get_foreach_kernels_supported_devices
+
+    assert "cuda" in _get_foreach_kernels_supported_devices()  # so foreach is the default for CUDA parameters
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("precision", ["bf16-mixed", "bf16"])
+def test_the_loss_copies_the_logits_to_fp32_exactly_where_the_lab_says(name, precision):
+    """A float32 tensor of batch × sequence × vocabulary appears in a 16-bit forward with its loss iff
+    `models.upcasts_logits` says so (the fp32-logits sentence is shown only then)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    batch, seq = 2, 16
+    found = []
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.numel() == batch * seq * 320:
+                    found.append(func)
+            return out
+
+    config = tiny(name, layers=1)
+    model = models.build(config).train()
+    if precision == "bf16":
+        model = model.to(torch.bfloat16)
+    ids = torch.randint(0, 320, (batch, seq))
+    with Watch(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+        model(input_ids=ids, labels=ids)
+    assert bool(found) == models.upcasts_logits(config, precision)

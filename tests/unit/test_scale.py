@@ -61,3 +61,53 @@ def test_fits_and_headroom_follow_the_peak():
     p = plan("gpt2", 1, 64, precision="fp32")
     assert p.fits(p.peak) and not p.fits(p.peak - 1)
     assert p.headroom(p.peak + 5) == 5
+
+
+def test_more_trained_blocks_than_the_model_has_is_refused_with_its_count():
+    with pytest.raises(ValueError, match="this model has 12 blocks"):
+        measure_plan(PlanOptions(model="gpt2", seq_len=64, trainable="last", trainable_blocks=13))
+
+
+def test_foreach_is_refused_for_an_optimizer_it_does_not_apply_to():
+    with pytest.raises(ValueError, match="foreach=True applies to AdamW only"):
+        PlanOptions(optimizer="sgd", foreach=True)
+
+
+@pytest.mark.parametrize("batch, smaller, steps", [(8, 4, 2), (6, 3, 2), (9, 3, 3), (7, 1, 7)])
+def test_the_accumulation_remedy_keeps_the_global_batch(batch, smaller, steps):
+    from explorers.scale.remedies import candidates
+
+    found = dict(candidates(PlanOptions(model="gpt2", batch_size=batch, seq_len=64)))
+    accumulated = found[f"micro-batch {smaller} with {steps} accumulation steps"]
+    assert accumulated.batch_size * accumulated.micro_batches == batch
+
+
+def test_sizes_read_apart_from_each_other_and_from_the_budget():
+    from explorers.scale.lesson import gib, gib_beside
+
+    assert gib(int(0.14 * 2**30)) != gib(int(0.12 * 2**30))
+    assert gib(50 * 2**20) == "50 MiB"
+    assert gib_beside(int(79.99 * 2**30), 80) == "79.99 GiB"
+    assert gib_beside(int(80.004 * 2**30), 80) == "80.004 GiB"
+    assert gib_beside(int(60.04 * 2**30), 80) == "60.0 GiB"
+
+
+def test_the_foreach_step_is_measured_and_offered_back_as_a_remedy():
+    from explorers.scale.remedies import candidates
+
+    loop = plan("gpt2", 1, 64, precision="fp32")
+    together = plan("gpt2", 1, 64, precision="fp32", foreach=True)
+    assert together.phase_peaks["optimizer step"] > loop.phase_peaks["optimizer step"]
+    assert "foreach=True" in together.measured.optimizer_call
+    names = [name for name, _ in candidates(together.options)]
+    assert "AdamW one parameter at a time (foreach=False)" in names
+
+
+def test_a_tie_at_the_peak_accepts_either_answer():
+    import dataclasses
+
+    from explorers.scale.lesson import predict_answers
+
+    p = plan("gpt2", 1, 64, precision="fp32")
+    tied = dataclasses.replace(p, at_peak={"parameters": 5, "gradients": 5, "activations": 1, "temporaries": 9})
+    assert predict_answers(tied) == ("parameters", "gradients")
