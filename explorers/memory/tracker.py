@@ -55,6 +55,10 @@ class LiveBytes(TorchDispatchMode):
         self.phase_peaks: dict[str, int] = {}  # the highest total seen in each phase
         self._at_peak: list[tuple[Stored, int]] = []
         self._at_phase_peak: dict[str, dict[int, Stored]] = {}  # a copy of `live` at each phase's peak
+        # Places within a phase (explorers.memory.regions sets them; none by default), each with its own peak
+        self.regions: tuple[str, ...] = ()
+        self.region_peaks: dict[str, int] = {}  # "phase|place" -> the highest total seen there
+        self._at_region_peak: dict[str, dict[int, Stored]] = {}
 
     def add(self, tensors: Iterable[object], kind: str) -> None:
         """Register storages that exist already (parameters, the batch, optimizer state)."""
@@ -88,6 +92,10 @@ class LiveBytes(TorchDispatchMode):
         """What was alive at each phase's own peak, by kind: what a sharded rank keeps is computed from these."""
         return {phase: _by_kind((r, r.nbytes) for r in live.values()) for phase, live in self._at_phase_peak.items()}
 
+    def at_region_peaks(self) -> dict[str, dict[str, int]]:
+        """What was alive at each place's own peak ("phase|place"), by kind."""
+        return {place: _by_kind((r, r.nbytes) for r in live.values()) for place, live in self._at_region_peak.items()}
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         casts_a_parameter = func is torch.ops.aten._to_copy.default and self.kind_of(storage_key(args[0])) == PARAMETERS
@@ -117,6 +125,11 @@ class LiveBytes(TorchDispatchMode):
         if self.total > self.phase_peaks.get(self.phase, -1) or self.phase not in self._at_phase_peak:
             self.phase_peaks[self.phase] = self.total
             self._at_phase_peak[self.phase] = self.live.copy()  # a C-level copy: this runs on most forward ops
+        for region in self.regions:
+            place = f"{self.phase}|{region}"
+            if self.total > self.region_peaks.get(place, -1):
+                self.region_peaks[place] = self.total
+                self._at_region_peak[place] = self.live.copy()
         if self.total > self.peak:
             self.peak, self.peak_phase = self.total, self.phase
             self._at_peak = [(record, record.nbytes) for record in self.live.values()]

@@ -63,6 +63,9 @@ class StepMemory:
     phase_peaks: dict[str, int]  # the highest live total within each phase
     timeline: tuple[tuple[str, int], ...]  # (moment, live bytes) through the step
     phase_at_peak: dict[str, dict[str, int]] = field(default_factory=dict)  # what was alive at each phase's peak
+    # With block places watched (explorers.memory.regions): the peak of each "phase|place", and what was alive there
+    region_peaks: dict[str, int] = field(default_factory=dict)
+    region_at_peak: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -327,6 +330,7 @@ class _Settings:
     loss_fn: Callable[[object], torch.Tensor]
     micro_batches: int
     target: object = None
+    regions: object = None  # a BlockRegions (explorers.memory.regions): each place in the blocks keeps its own peak
 
 
 @dataclass
@@ -353,11 +357,12 @@ def _measure_steps(
     target: object = None,
     *,
     estimated: bool,
+    regions=None,
 ) -> Measurement:
     device = _device(model, example_input)
     opt = _optimizer(optimizer, [p for p in model.parameters() if p.requires_grad], foreach)
     model.train()
-    settings = _Settings(precision, checkpointing, loss_fn, micro_batches, target)
+    settings = _Settings(precision, checkpointing, loss_fn, micro_batches, target, regions)
     facts = _Facts()
     steps = [_step(model, opt, example_input, settings, facts, device, first=n == 1) for n in range(1, STEPS + 1)]
     cuda = device.type == "cuda" and not estimated
@@ -437,27 +442,36 @@ def _step(
     excluded = saved.excluded_storages(model, batches.tensors_in([example_input, settings.target]))
     timeline = [("start", tracker.total)]
     trainable = [p for p in model.parameters() if p.requires_grad]
-    with tracker:
+    places = settings.regions or contextlib.nullcontext()
+    if settings.regions:
+        settings.regions.tracker = tracker
+
+    def start(phase: str) -> None:
+        if settings.regions:  # the place first: the phase's first moment is already in it
+            settings.regions.start(tracker, phase)
+        tracker.start(phase)
+
+    with tracker, places:
         for micro in range(1, settings.micro_batches + 1):
             suffix = f" {micro}" if settings.micro_batches > 1 else ""
-            tracker.start("forward")
+            start("forward")
             loss, found = _forward_saving(model, example_input, settings, tracker, excluded, device)
             if first and micro == 1:
                 facts.activations, facts.weight_copies = _activations_and_weight_copies(found, tracker)
                 facts.graph_ops = _graph_ops(loss)
             timeline.append((f"after forward{suffix}", tracker.total))
-            tracker.start("backward")
+            start("backward")
             _backward(loss)
             del loss
             tracker.label([p.grad for p in trainable if p.grad is not None], "gradients")
             timeline.append((f"after backward{suffix}", tracker.total))
         facts.gradients = _nbytes(p.grad for p in trainable if p.grad is not None)
-        tracker.start("optimizer step")
+        start("optimizer step")
         opt.step()
         tracker.label(_state_tensors(opt), "optimizer state")
         facts.optimizer_state = _nbytes(_state_tensors(opt))
         timeline.append(("after optimizer step", tracker.total))
-        tracker.start("zero_grad")
+        start("zero_grad")
         opt.zero_grad(set_to_none=True)
         timeline.append(("after zero_grad", tracker.total))
     return StepMemory(
@@ -467,4 +481,6 @@ def _step(
         phase_peaks=dict(tracker.phase_peaks),
         timeline=tuple(timeline),
         phase_at_peak=tracker.at_phase_peaks(),
+        region_peaks=dict(tracker.region_peaks),
+        region_at_peak=tracker.at_region_peaks(),
     )

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from explorers.memory.regions import BlockRegions
 from explorers.memory.your_model import Measurement, _measure_steps
 from explorers.scale import models, scaling
 
@@ -238,6 +239,8 @@ def _measure(config, options: PlanOptions):
             sum(p.numel() for p in model.parameters()),
             sum(p.numel() for p in model.parameters() if p.requires_grad),
         )
+        stack = models.blocks(model)
+        kinds = ["training" if any(p.requires_grad for p in block.parameters()) else "frozen" for block in stack]
         output = models.head(model)
         head = (sum(p.numel() for p in output.parameters()), output.weight is model.get_input_embeddings().weight)
         measured = _measure_steps(
@@ -249,6 +252,7 @@ def _measure(config, options: PlanOptions):
             micro_batches=options.micro_batches,
             foreach=options.foreach,
             estimated=True,
+            regions=BlockRegions(stack, kinds),
         )
     return measured, unit, counts, head
 

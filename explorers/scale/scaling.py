@@ -4,11 +4,15 @@ Every number a step reports (bytes of each kind, each phase's peak, what was ali
 the part outside the blocks plus, for each kind of block (frozen or training), the block
 count times what one such block adds. Small copies of the model measure both: one block and
 two blocks when every block is alike; one frozen and one training block, then one more of
-each, when the last N train. `tests/claims/test_scale.py` finds the scaled step equal to the
-whole model's, byte for byte, on tiny Llama, GPT-2 and BERT configurations at two sizes; an
-audit of the published models found it up to 5% low in 19 of 72 settings at short sequences,
-where each phase's peak is the higher of two moments whose order changes with the block count
-(so a phase's peak is not linear in it). The page says the result is scaled.
+each, when the last N train.
+
+A phase's peak is the highest of many moments, and which moment is highest can change with
+the block count (an audit found the scaled peak up to 5% low at short sequences, when only
+phases were scaled). Each place in the step (before the blocks, the first or last block of
+each kind, after the blocks) keeps its own peak, which is linear in the block count, so the
+places are scaled one by one and the phase's peak is the highest of them
+(`explorers.memory.regions`). `tests/claims/test_scale.py` finds the scaled step equal to the
+whole model's, byte for byte, on tiny Llama, GPT-2 and BERT configurations at two sizes.
 """
 
 from __future__ import annotations
@@ -62,16 +66,29 @@ def _linear(base, slopes):
 
 
 def combine_steps(steps: list[StepMemory], counts, target) -> StepMemory:
+    """Each phase's peak at `target` blocks: the highest of its places' peaks, each scaled on its own
+    (explorers.memory.regions says why); by phase as a whole when the copies' places differ."""
     phases = steps[0].phase_at_peak.keys()
     at_phase = {p: combine([s.phase_at_peak.get(p, {}) for s in steps], counts, target) for p in phases}
     phase_peaks = {p: combine([s.phase_peaks.get(p, 0) for s in steps], counts, target) for p in phases}
+    places = steps[0].region_peaks.keys()
+    if places and all(s.region_peaks.keys() == places for s in steps):  # phases with places: their highest place
+        peaks = {p: combine([s.region_peaks[p] for s in steps], counts, target) for p in places}
+        highest: dict[str, str] = {}
+        for place in places:
+            phase = place.split("|")[0]
+            if phase not in highest or peaks[place] > peaks[highest[phase]]:
+                highest[phase] = place
+        for phase, place in highest.items():
+            phase_peaks[phase] = peaks[place]
+            at_phase[phase] = combine([s.region_at_peak[place] for s in steps], counts, target)
     peak_phase = max(phase_peaks, key=phase_peaks.get)
     return StepMemory(
         peak=phase_peaks[peak_phase],
         peak_phase=peak_phase,
         at_peak=at_phase[peak_phase],
         phase_peaks=phase_peaks,
-        timeline=(),  # moments are not scaled: only the phases' peaks are
+        timeline=(),  # moments are not scaled: only the peaks are
         phase_at_peak=at_phase,
     )
 
