@@ -6,7 +6,7 @@ Run with `make run` (or `streamlit run app.py`); each lab lives in pages/.
 import streamlit as st
 
 from explorers import environment
-from ui import plan
+from ui import mock, plan
 from ui.catalogue import LABS
 from ui.frame import setup_page
 
@@ -24,9 +24,10 @@ st.info(
     "Preparing for interviews? The study plan lays out seven days.",
     icon=":material/flag:",
 )
-start, plan_link, _ = st.columns([1, 1, 3])
-start.page_link(first.page, label=f"Start with {first.title}", icon=first.icon)
-plan_link.page_link(plan.PAGE, label="Open the study plan", icon=":material/event_note:")
+with st.container(horizontal=True):  # links as wide as their labels: none is cut at any width
+    st.page_link(first.page, label=f"Start with {first.title}", icon=first.icon)
+    st.page_link(plan.PAGE, label="Open the study plan", icon=":material/event_note:")
+    st.page_link(mock.PAGE, label="Try a mock interview", icon=":material/record_voice_over:")
 
 st.subheader("The labs")
 ready = [lab for lab in LABS if lab.page]

@@ -57,7 +57,7 @@ BUTTON_GROUPS = {
 }
 with bench:
     st.markdown(lesson.STEP_THROUGH)
-    for group, actions in BUTTON_GROUPS.items():
+    for actions in BUTTON_GROUPS.values():
         for action in actions:  # one full-width button per row: the long zero_grad labels are never cut
             st.button(
                 ACTIONS[action],
@@ -67,8 +67,7 @@ with bench:
                 width="stretch",
                 disabled=len(steps) >= autograd.MAX_STEPS,
                 type="primary" if action == "forward" else "secondary",
-                help=group,
-            )
+            )  # no tooltip: after a click it would cover the next button
     st.button(
         "Reset", icon=":material/restart_alt:", key="do-reset", on_click=page.set, args=("steps", ()), width="stretch"
     )

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import drill, plan
+from ui import drill, mock, plan
 from ui.catalogue import lab
 from ui.frame import setup_page
 
@@ -31,6 +31,15 @@ for day in plan.DAYS:
                 else:
                     column.markdown(f"{entry.title} · coming soon")
                 column.caption(entry.question)
+        if day.number == 6:
+            st.page_link(mock.PAGE, label="Mock interview", icon=":material/record_voice_over:")
+        if day.number == 7:
+            weakest = mock.weakest()
+            if weakest:
+                st.markdown("**Your weakest mock answers**")
+                st.markdown("\n".join(f"- {s.points} of {len(mock.RUBRIC)}: {s.question}" for s in weakest))
+            else:
+                st.caption("Score an answer in the mock interview and your weakest appear here.")
 
 st.subheader("Your answers so far")
 if not drill.answers():

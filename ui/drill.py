@@ -12,7 +12,7 @@ import streamlit as st
 
 ANSWERS_KEY = "_drill_answers"
 VISITED_KEY = "_labs_visited"
-TIMER_CHOICES = (("30 s", 30), ("2 min", 120), ("5 min", 300))  # the three depths of an answer
+TIMER_CHOICES = (("30 s", 30), ("2 min", 120), ("10 min", 600))  # headline, four parts, whiteboard pass
 
 
 @dataclass(frozen=True)
@@ -52,9 +52,9 @@ def timer() -> None:
   body {{ font-family: "Source Sans Pro", system-ui, sans-serif; margin: 0; color: #31333f; }}
   button {{ font-size: 1rem; margin-right: 0.4rem; padding: 0.3rem 0.8rem; border-radius: 0.5rem;
            border: 1px solid #ccc; background: white; cursor: pointer; }}
-  #left {{ font-size: 1.6rem; font-weight: 600; margin-left: 0.6rem; vertical-align: middle; }}
+  #left {{ font-variant-numeric: tabular-nums; }}  /* the countdown takes the label's place, on one line */
 </style>
-<span>Say it aloud:</span> {buttons}<span id="left" aria-live="polite"></span>
+<span id="left" aria-live="polite">Say it aloud:</span> {buttons}
 <script>
   let clock = null;
   function start(seconds) {{

@@ -23,7 +23,7 @@ from typing import Any
 import streamlit as st
 
 from explorers import environment
-from ui import drill, notes, plan
+from ui import drill, mock, notes, plan
 from ui.catalogue import LABS, Lab, lab
 from ui.fields import BoolField, ChoiceField, Field, encode_query, read_query
 from ui.runs import start_engine
@@ -32,7 +32,13 @@ CSS = (Path(__file__).resolve().parent.parent / "assets" / "style.css").read_tex
 # For a projector: the sidebar and the controls fold away, every rem-sized thing (text, widgets)
 # grows, and figures grow with it (ui.figures reads `presenting()`).
 PRESENTING = BoolField("present", False)
-PRESENTATION_CSS = "<style>html { font-size: 20px; } .stMainBlockContainer { max-width: none; }</style>"
+PRESENTATION_CSS = """<style>
+html { font-size: 20px; } .stMainBlockContainer { max-width: none; }
+/* what Streamlit sizes in px, not rem: captions, inline and block code, markdown tables */
+[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p { font-size: 0.9rem !important; }
+[data-testid="stMarkdownContainer"] code, [data-testid="stCode"] code { font-size: 0.9rem !important; }
+[data-testid="stMarkdownContainer"] table, [data-testid="stTable"] table { font-size: 1rem !important; }
+</style>"""
 # Session-wide, in a plain session key: Streamlit drops a widget's state on a page switch,
 # so the toggle's own key would forget the mode between labs.
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "")
@@ -83,6 +89,7 @@ def setup_page(title: str, icon: str) -> list[str]:
                     f"{entry.icon} <span class='soon'>{entry.title} · coming soon</span>", unsafe_allow_html=True
                 )
         st.page_link(plan.PAGE, label="Study plan", icon=":material/event_note:")
+        st.page_link(mock.PAGE, label="Mock interview", icon=":material/record_voice_over:")
         st.divider()
         st.session_state[PRESENTING_TOGGLE_KEY] = presenting()
         st.toggle(

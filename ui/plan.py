@@ -60,15 +60,17 @@ DAYS = (
     ),
     Day(
         6,
-        "A timed mock",
-        "Pick any lab, start the 2-minute timer on its answer card and answer aloud; then "
-        "the 5-minute pass: draw the flow, name who validates, add an invariant.",
-        ("modes", "memory"),
+        "A timed mock interview",
+        "Open the mock interview: three questions, each answered aloud at 30 seconds, 2 minutes and a "
+        "10-minute whiteboard pass (draw the flow, name who validates, add an invariant), then the "
+        "interviewer's challenge and your own score against the four-part frame.",
+        (),
     ),
     Day(
         7,
         "Review your five weakest answers",
-        "Go back to the questions you got wrong below, and redo each at 30 seconds, 2 minutes and 5 minutes.",
+        "Redo your weakest answers below (the mock interview's lowest scores, then the predictions you got "
+        "wrong) at 30 seconds, 2 minutes and 10 minutes.",
         (),
     ),
 )

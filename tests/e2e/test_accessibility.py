@@ -9,7 +9,7 @@ from tests.e2e.test_browser import BUILT, wait_for_app
 pytestmark = pytest.mark.e2e
 
 VIEWPORTS = {"laptop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
-PAGES = ["", *(lab.url_path for lab in BUILT), "Study_plan"]
+PAGES = ["", *(lab.url_path for lab in BUILT), "Study_plan", "Mock_interview"]
 
 
 @pytest.mark.parametrize("viewport", list(VIEWPORTS))

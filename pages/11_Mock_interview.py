@@ -1,0 +1,30 @@
+"""Mock interview: three questions from the labs, timed at three depths, challenged, self-scored."""
+
+import streamlit as st
+
+from ui import drill, mock, plan
+from ui.frame import setup_page
+
+setup_page("Mock interview", ":material/record_voice_over:")
+st.title(":material/record_voice_over: Mock interview")
+st.markdown(f"<p class='question'>{mock.QUESTION}</p>", unsafe_allow_html=True)
+st.button("New set of questions", icon=":material/shuffle:", on_click=mock.new_set)
+
+for number, asked in enumerate(mock.current_set(), 1):
+    with st.container(border=True, key=f"mock-question-{number}"):
+        st.markdown(f"**Question {number}. {asked.lab.question}**")
+        st.page_link(asked.lab.page, label=f"The evidence: the {asked.lab.title} lab", icon=asked.lab.icon)
+        st.markdown("\n".join(f"- {depth}" for depth in mock.DEPTHS))
+        drill.timer()
+        st.markdown(f"**The interviewer:** {asked.challenge}")
+        st.markdown("**Score yourself:** what did your answer have?")
+        ticked = [st.checkbox(item, key=f"mock-{asked.lab.slug}-{i}") for i, item in enumerate(mock.RUBRIC)]
+        saved = mock.scores().get(asked.lab.slug)
+        if st.button("Save my score", key=f"mock-save-{asked.lab.slug}"):
+            mock.record(asked, sum(ticked))
+            saved = mock.scores()[asked.lab.slug]
+        if saved:
+            st.caption(f"Saved: {saved.points} of {len(mock.RUBRIC)}. The study plan's Day 7 lists your weakest.")
+
+st.page_link(plan.PAGE, label="Day 7 of the study plan: your weakest answers", icon=":material/event_note:")
+st.caption(plan.WHERE_PROGRESS_LIVES)

@@ -1,0 +1,82 @@
+"""The mock interview: three of the labs' questions, answered aloud at three depths, challenged, then self-scored.
+
+Like the drill (ui/drill.py), it lives in this browser session's state on the server: the
+set's seed and the scores are in st.session_state, in memory, never on disk, and gone when
+the session ends. The weakest scores feed the study plan's Day 7.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import streamlit as st
+
+from ui.catalogue import LABS, Lab
+
+PAGE = "pages/11_Mock_interview.py"
+QUESTION = "Three questions from the labs, answered aloud at three depths, challenged, and scored by you."
+QUESTIONS_PER_SET = 3
+DEPTHS = (
+    "**30 s:** the headline: what must hold, and the mechanism that makes it hold.",
+    "**2 min:** the four parts: requirement, mechanism, evidence from the lab, recovery.",
+    "**10 min:** the whiteboard pass: draw the flow, name who owns each piece of state, add an invariant.",
+)
+# The three follow-ups an interviewer reaches for (the study plan's seed): each question gets a different one.
+CHALLENGES = (
+    "The dependency you rely on times out. What does your system do, and what does the user see?",
+    "The cost doubles. Where do you look first, and what do you give up to bring it back?",
+    "The input violates your assumption. Which part of your answer breaks, and how would you notice?",
+)
+RUBRIC = (
+    "Requirement: what must hold, stated before the how",
+    "Mechanism: how PyTorch makes it hold",
+    "Evidence: a number from a run, with its settings",
+    "Recovery: what to do when it breaks",
+    "The metric that would prove me wrong",
+)
+SEED_KEY = "_mock_seed"
+SCORES_KEY = "_mock_scores"
+
+
+@dataclass(frozen=True)
+class Asked:
+    lab: Lab
+    challenge: str
+
+
+@dataclass(frozen=True)
+class Score:
+    question: str
+    lab: Lab
+    points: int  # rubric items ticked, of len(RUBRIC)
+
+
+def draw(seed: int) -> list[Asked]:
+    """A set of questions from the built labs, each with a different challenge; the same seed, the same set."""
+    rng = random.Random(seed)
+    labs = rng.sample([entry for entry in LABS if entry.page], QUESTIONS_PER_SET)
+    return [Asked(entry, challenge) for entry, challenge in zip(labs, rng.sample(CHALLENGES, len(labs)), strict=True)]
+
+
+def current_set() -> list[Asked]:
+    if SEED_KEY not in st.session_state:
+        new_set()
+    return draw(st.session_state[SEED_KEY])
+
+
+def new_set() -> None:
+    st.session_state[SEED_KEY] = random.SystemRandom().randrange(2**32)
+
+
+def record(asked: Asked, points: int) -> None:
+    """The latest self-score for a lab's question (a redone answer replaces the earlier score)."""
+    st.session_state.setdefault(SCORES_KEY, {})[asked.lab.slug] = Score(asked.lab.question, asked.lab, points)
+
+
+def scores() -> dict[str, Score]:
+    return st.session_state.get(SCORES_KEY, {})
+
+
+def weakest(count: int = 5) -> list[Score]:
+    return sorted(scores().values(), key=lambda s: s.points)[:count]
