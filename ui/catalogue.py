@@ -82,7 +82,7 @@ LABS = (
     Lab(
         "scale",
         "Real scale",
-        "Will fine-tuning Llama-3-8B fit on my GPU, and what do I change if not?",
+        "Will fine-tuning a real model, such as Llama-3-8B, fit on my GPU, and what do I change if not?",
         ":material/dns:",
         "pages/10_Real_scale.py",
     ),

@@ -170,7 +170,10 @@ def sharding_words(plan: Plan) -> str | None:
         f"(of {gib(plan.measured.optimizer_state)})."
     )
     if plan.gathered_unit:
-        words += f" Forward and backward each gather the largest unit's full parameters ({gib(plan.gathered_unit)})"
+        words += (
+            f" Forward and backward each gather the largest unit's full parameters, in the weights' own precision "
+            f"({gib(plan.gathered_unit)})"
+        )
         if plan.gathered_gradients:
             words += (
                 f"; in backward, that unit's full gradients ({gib(plan.gathered_gradients)}) are held until they "
@@ -271,26 +274,26 @@ def formula_lines(f: Formulas) -> list[str]:
     )
     unlike = [
         *(["activation checkpointing is on"] if f.options.checkpointing else []),
-        *(["frozen blocks save nothing for backward"] if f.options.trainable != "all" else []),
+        *(["not every block trains"] if f.options.trainable != "all" else []),
+        *(["the step runs in fp32, 4 bytes where the formula counts 2"] if f.options.precision == "fp32" else []),
     ]
-    if unlike:  # the formula assumes every block trains and keeps all it saves
+    if unlike:  # the formula assumes every block trains, in 16-bit, keeping all it saves
         lines.append(
-            f"{korthikanti} It assumes every block trains and keeps what it saves; here "
+            f"{korthikanti} It assumes every block trains in 16-bit and keeps what it saves; here "
             f"{' and '.join(unlike)}, so the measured {gib(f.measured_activations)} is not its counterpart."
         )
     else:
         lines.append(f"{korthikanti} Measured for the whole model: {gib(f.measured_activations)}.")
     if f.measured_block is not None:
-        outside = (
+        lines.append(
             f"Measured per block: {gib(f.measured_block)}; outside the blocks (embeddings, final norm, head, loss): "
             f"{gib(f.measured_outside)}."
         )
-        if f.upcasts_logits:
-            outside += (
-                f" The loss works on an fp32 copy of the 16-bit logits: batch × sequence × vocabulary × 4 bytes = "
-                f"{gib(f.logits_fp32)}."
-            )
-        lines.append(outside)
+    if f.upcasts_logits:
+        lines.append(
+            f"The loss works on an fp32 copy of the 16-bit logits: batch × sequence × vocabulary × 4 bytes = "
+            f"{gib(f.logits_fp32)}."
+        )
     return lines
 
 

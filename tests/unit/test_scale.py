@@ -111,3 +111,29 @@ def test_a_tie_at_the_peak_accepts_either_answer():
     p = plan("gpt2", 1, 64, precision="fp32")
     tied = dataclasses.replace(p, at_peak={"parameters": 5, "gradients": 5, "activations": 1, "temporaries": 9})
     assert predict_answers(tied) == ("parameters", "gradients")
+
+
+def test_the_formula_lines_name_what_differs_from_the_formulas_assumptions_and_keep_the_logits_line():
+    from explorers.scale.formulas import measure_formulas
+    from explorers.scale.lesson import formula_lines
+
+    tied_head = " ".join(formula_lines(measure_formulas(PlanOptions(model="gpt2", seq_len=64, trainable="head"))))
+    assert "not every block trains" in tied_head and "save nothing" not in tied_head  # tied: frozen blocks do save
+    last = " ".join(formula_lines(measure_formulas(PlanOptions(model="gpt2", seq_len=64, trainable="last"))))
+    assert "fp32 copy of the 16-bit logits" in last  # bf16 autocast copies them, whatever trains
+    fp32 = " ".join(formula_lines(measure_formulas(PlanOptions(model="gpt2", seq_len=64, precision="fp32"))))
+    assert "runs in fp32" in fp32 and "fp32 copy" not in fp32
+
+
+def test_the_card_offers_no_change_that_saves_nothing():
+    import dataclasses
+
+    from explorers.scale import card
+    from explorers.scale.remedies import Remedies, Remedy
+
+    p = plan("gpt2", 1, 64, precision="fp32")
+    useless = Remedies(p, (Remedy("ZeRO-2 over 2 GPUs", p.options, p, 0),))
+    evidence = card.answer_card(p, 80, None, useless).evidence
+    assert "None of the changes tried lowers the peak" in evidence and "saves the most" not in evidence
+    helpful = Remedies(p, (dataclasses.replace(useless.remedies[0], saved=2**30),))
+    assert "saves the most (measured): ZeRO-2 over 2 GPUs, 1.0 GiB" in card.answer_card(p, 80, None, helpful).evidence
