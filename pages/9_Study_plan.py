@@ -39,7 +39,7 @@ for day in plan.DAYS:
                 st.markdown("**Your weakest mock answers**")
                 st.markdown("\n".join(f"- {s.points} of {len(mock.RUBRIC)}: {s.question}" for s in weakest))
             else:
-                st.caption("Score an answer in the mock interview and your weakest appear here.")
+                st.caption(mock.NO_SCORES_YET)
 
 st.subheader("Your answers so far")
 if not drill.answers():

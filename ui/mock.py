@@ -35,6 +35,7 @@ RUBRIC = (
     "Recovery: what to do when it breaks",
     "The metric that would prove me wrong",
 )
+NO_SCORES_YET = "Score an answer in the mock interview and your weakest appear here."
 SEED_KEY = "_mock_seed"
 SCORES_KEY = "_mock_scores"
 

@@ -47,7 +47,11 @@ def scripted_sessions() -> list[Session]:
             "Modes",
             [("3 notches on width", notches("Width", 3, "width")), ("2 notches on p", notches("Dropout p", 2, "p"))],
         ),
-        Session("modes: seed 5, batch", "Modes?seed=5", [("4 notches on batch", notches("Batch size", 4, "batch"))]),
+        Session(
+            "real scale: GPT-2, longer sequences",
+            "Real_scale?model=gpt2&precision=fp32&seq=256",
+            [("2 notches on sequence", notches("Sequence length", 2, "seq"))],
+        ),
         Session(
             "autograd: lifecycle clicks",
             "Autograd",
