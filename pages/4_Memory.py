@@ -80,23 +80,25 @@ def show_metrics(point: lab.Point) -> None:
     if notice:
         st.info(notice)
     shown = [name for name in lesson.METRICS if name != "weight copies" or result.weight_copies]
-    columns = st.columns(len(shown) + 1)
-    for column, name in zip(columns, shown, strict=False):
-        predicted = result.predicted.get(lesson.WHOLE_PARTS[name])
-        column.metric(
-            lesson.metric_label(options, name),
-            format_bytes(getattr(result, lesson.WHOLE_PARTS[name])),
-            delta=None if predicted is None else f"predicted {format_bytes(predicted)}",
+    with st.container(horizontal=True, gap="medium"):  # as wide as their numbers, wrapping: none is cut
+        for name in shown:
+            predicted = result.predicted.get(lesson.WHOLE_PARTS[name])
+            st.metric(
+                lesson.metric_label(options, name),
+                format_bytes(getattr(result, lesson.WHOLE_PARTS[name])),
+                delta=None if predicted is None else f"predicted {format_bytes(predicted)}",
+                delta_color="off",
+                delta_arrow="off",
+                width="content",
+            )
+        st.metric(
+            "peak, step 2 on",
+            format_bytes(result.peak),
+            delta=f"step 1: {format_bytes(result.first_step.peak)}",
             delta_color="off",
             delta_arrow="off",
+            width="content",
         )
-    columns[-1].metric(
-        "peak, step 2 on",
-        format_bytes(result.peak),
-        delta=f"step 1: {format_bytes(result.first_step.peak)}",
-        delta_color="off",
-        delta_arrow="off",
-    )
     st.caption(lesson.metrics_caption(options, point, saved.DEFINITION))
 
 
