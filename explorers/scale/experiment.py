@@ -141,7 +141,7 @@ def check(options: PlanOptions) -> None:
         if not isinstance(getattr(options, name), bool):
             raise ValueError(f"{name} must be True or False, not {getattr(options, name)!r}")
     if options.foreach and options.optimizer != "adamw":
-        raise ValueError("foreach=True applies to AdamW only here")
+        raise ValueError(f"foreach=True is for AdamW here, not {options.optimizer!r}")
 
 
 def plan(

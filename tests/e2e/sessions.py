@@ -10,6 +10,7 @@ text, which must equal what the same link shows when it is opened alone.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
@@ -69,7 +70,8 @@ async def fingerprint(page, deterministic: bool) -> dict[str, list[str]]:
     async def texts(selector: str) -> list[str]:
         return [t.strip() for t in await page.locator(selector).all_inner_texts()]
 
-    captions = await texts("[data-testid='stCaptionContainer']")
+    # How long a measurement took here is no setting: a cached result carries the time of whoever ran it
+    captions = [re.sub(r"[\d.]+ s here", "… s here", c) for c in await texts("[data-testid='stCaptionContainer']")]
     shown = {
         # Where figures are timings, only the captions that state settings ("what · name value · ...").
         "captions": captions if deterministic else [c for c in captions if " · " in c],

@@ -114,7 +114,7 @@ def test_llama_3_8b_in_bf16_answers_with_verdict_limits_remedies_and_card_and_it
     chart_box = page.locator("[data-testid='stPlotlyChart']").first.bounding_box()
     assert chart_box["y"] + chart_box["height"] / 2 < viewport[1], "the breakdown is on the first screen"
     expect(page.get_by_text(re.compile(r"(Largest|No) micro-batch")).first).to_be_visible(timeout=120_000)
-    expect(page.get_by_role("heading", name="Remedies, measured")).to_be_visible()
+    expect(page.get_by_role("heading", name="Remedies", exact=True)).to_be_visible()
     evidence = page.get_by_text("Evidence (this run).").locator("xpath=..")
     expect(evidence).to_contain_text("Llama-3-8B, bf16, AdamW, micro-batch 1, sequence 2048")
     expect(evidence).to_contain_text("micro-batch that fits in 80 GiB")

@@ -69,7 +69,7 @@ def test_more_trained_blocks_than_the_model_has_is_refused_with_its_count():
 
 
 def test_foreach_is_refused_for_an_optimizer_it_does_not_apply_to():
-    with pytest.raises(ValueError, match="foreach=True applies to AdamW only"):
+    with pytest.raises(ValueError, match="foreach=True is for AdamW here"):
         PlanOptions(optimizer="sgd", foreach=True)
 
 
