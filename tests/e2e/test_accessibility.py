@@ -11,6 +11,7 @@ pytestmark = pytest.mark.e2e
 VIEWPORTS = {"laptop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
 SETTLED = """() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stElementContainer']")]
     .every(e => getComputedStyle(e).opacity === "1")"""
+NO_ANIMATION = "*, *::before, *::after { transition: none !important; animation: none !important; }"
 PAGES = ["", *(lab.url_path for lab in BUILT), "Study_plan", "Mock_interview"]
 
 
@@ -23,10 +24,11 @@ def test_no_serious_accessibility_violation(browser, server_url, path, viewport)
     page = context.new_page()
     try:
         page.goto(f"{server_url}/{path}")
+        page.add_style_tag(content=NO_ANIMATION)  # contrast is judged on the settled page, never mid-fade
         wait_for_app(page)
         # Streamlit fades elements from an earlier run while a rerun draws: contrast is judged once they settle
         page.wait_for_function("() => !document.querySelector(\"[data-stale='true']\")", timeout=60_000)
-        page.wait_for_function(SETTLED, timeout=60_000)  # and their fade back has ended, on a busy machine too
+        page.wait_for_function(SETTLED, polling=250, timeout=60_000)  # nothing faded, on a busy machine too
         results = Axe().run(page)
         serious = [
             f"{v['id']} ({v['impact']}): {v['help']} — " + "; ".join(n["target"][0] for n in v["nodes"][:3])
