@@ -54,9 +54,11 @@ def _evidence(plan: Plan, budget_gib: int, limits: Limits | None, remedies: Reme
         facts += [lesson.limit_words(limits.batch, budget_gib), lesson.limit_words(limits.seq, budget_gib)]
     if remedies is not None and remedies.remedies:
         best = remedies.remedies[0]
-        how = "computed from the measured step" if best.computed else "measured"
         if best.saved > 0:
-            facts.append(f"The change that saves the most ({how}): {best.name}, {lesson.gib(best.saved)} per GPU.")
+            facts.append(
+                f"The change that saves the most ({lesson.remedy_how(best)}): {best.name}, "
+                f"{lesson.gib(best.saved)} per GPU."
+            )
         else:
             facts.append("None of the changes tried lowers the peak per GPU here.")
     return " ".join(facts)

@@ -30,7 +30,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from explorers.memory.regions import BlockRegions
-from explorers.memory.your_model import Measurement, _measure_steps
+from explorers.memory.your_model import Measurement, _measure_steps, _nbytes
 from explorers.scale import models, scaling
 
 PRECISIONS = ("fp32", "bf16-mixed", "bf16")
@@ -287,10 +287,7 @@ def _largest_unit(model) -> tuple[int, int]:
 
     def nbytes(parameters) -> tuple[int, int]:
         parameters = list(parameters)
-        return (
-            sum(p.numel() * p.element_size() for p in parameters),
-            sum(p.numel() * p.element_size() for p in parameters if p.requires_grad),
-        )
+        return _nbytes(parameters), _nbytes(p for p in parameters if p.requires_grad)
 
     stack = models.blocks(model)
     inside = {id(p) for p in stack.parameters()}

@@ -245,6 +245,10 @@ def steps_measured(count: int) -> str:
     return f"{count} step{'s' * (count != 1)} measured"
 
 
+def remedy_how(remedy) -> str:
+    return "computed from the measured step" if remedy.computed else "measured"
+
+
 def remedy_rows(remedies: Remedies, budget_gib: int) -> list[dict[str, str]]:
     budget = budget_gib * 2**30
     return [
@@ -253,7 +257,7 @@ def remedy_rows(remedies: Remedies, budget_gib: int) -> list[dict[str, str]]:
             "Peak per GPU": gib(r.plan.peak),
             "Saves": ("" if r.saved >= 0 else "−") + gib(abs(r.saved)),
             f"Fits {budget_gib} GiB": "yes" if r.plan.fits(budget) else "no",
-            "How": "computed from the measured step" if r.computed else "measured",
+            "How": remedy_how(r),
         }
         for r in remedies.remedies
     ]
