@@ -115,6 +115,9 @@ CAPTION_LINE_CHARS = 44  # wrapped by hand (annotations do not wrap): fits the n
 # 1280 px window), so nothing overlaps there; a wider chart has room to spare.
 NARROW_FIGURE_PX = {False: 350, True: 480}
 MIN_PLOT_PX = 150  # the plot area's least height, before presenting scales it
+X_TICK_STANDOFF = 6  # px between the plot and the x tick labels: the y axis' lowest label reaches below the plot
+FEW_DECADES = 1_000  # a log axis spanning less than this labels 1, 2 and 5 of each decade
+Y_LABEL_SHARE = 0.45  # of the narrowest figure, the most that y category labels take before they wrap
 PLOTLY_HEIGHT = 450  # plotly's height for a figure that sets none
 DEFAULT_LEFT, DEFAULT_RIGHT = 70, 20
 # A character's width, in font sizes: plotly's fonts are Verdana where installed (Windows, macOS; about
@@ -145,11 +148,12 @@ def _text_height(lines: float, size: float) -> float:
 def lay_out(figure: go.Figure, caption_text: str, present: bool) -> go.Figure:
     """Fonts, margins and height planned from what the chart holds, and the caption drawn in the bottom margin.
 
-    Top down: the title, the plot, the x tick labels and axis title, a legend placed
-    `chartroom.LEGEND_BELOW`, the caption. Each part's room is computed from its lines and
-    font, for the narrowest the chart is drawn, so none prints over another. The plot keeps the
-    height its builder planned (at least MIN_PLOT_PX; presenting scales it), and the figure
-    grows to hold the rest. Long x axis titles and legend entries are wrapped to fit.
+    Top down: the title, a legend in rows above the plot, the plot, the x tick labels and axis
+    title, a legend placed `chartroom.LEGEND_BELOW`, the caption. Each part's room is computed
+    from its lines and font, for the narrowest the chart is drawn, so none prints over another.
+    The plot keeps the height its builder planned (at least MIN_PLOT_PX, and room for its y
+    labels; presenting scales it), and the figure grows to hold the rest. Long titles, axis
+    titles, y category labels and legend entries are wrapped to fit.
     """
     size = PRESENTING_FONT_SIZE if present else FONT_SIZE
     # plotly draws titles at 1.4x the font, which pushes long ones off a half-width chart; 1.15x still stands out
@@ -160,40 +164,67 @@ def lay_out(figure: go.Figure, caption_text: str, present: bool) -> go.Figure:
     left = DEFAULT_LEFT if layout.margin.l is None else layout.margin.l
     right = DEFAULT_RIGHT if layout.margin.r is None else layout.margin.r
     figure.update_layout(font={"size": size, "color": "#222"}, title_font_size=title_size)
-    left = max(left, _y_axis_room(figure, size))
+    y_labels_left, y_labels_height = _y_axis_room(figure, size, NARROW_FIGURE_PX[present])
+    left = max(left, y_labels_left)
     right = max(right, _bar_text_room(figure, size))
     narrow_plot = NARROW_FIGURE_PX[present] - left - right
-    top = max(planned_top or 0, _title_room(figure, title_size))
+    place = _legend_place(figure)
+    legend = _legend_height(figure, size, narrow_plot) if place else 0
+    above = legend + GAP if place == "above" else 0
+    if above:  # on the plot's top edge, under the title
+        figure.update_layout(legend={"y": 1, "yanchor": "bottom"})
+    top = max(planned_top or 0, _title_room(figure, title_size, NARROW_FIGURE_PX[present]) + above)
     axis = max(planned_bottom or 0, _x_axis_room(figure, size, narrow_plot, left, right))
     plot = (
         planned_height
         - (top if planned_top is None else planned_top)
         - (axis if planned_bottom is None else planned_bottom)
     )
-    plot = max(MIN_PLOT_PX, plot)
+    plot = max(MIN_PLOT_PX, plot, round(y_labels_height))
     if present:
         plot = round(plot * PRESENTING_HEIGHT_SCALE)
-    legend = _legend_below(figure, size, narrow_plot)
-    if legend:  # under the axis title
+    below = legend + GAP if place == "below" else 0
+    if below:  # under the axis title
         figure.update_layout(legend={"y": -(axis / plot), "yanchor": "top"})
-        below = legend + GAP
-    else:
-        below = 0
     caption = _add_caption(figure, caption_text, axis + below, left)
     bottom = axis + below + caption
     figure.update_layout(height=top + plot + bottom, margin={"t": top, "b": bottom, "l": left, "r": right})
-    figure.update_xaxes(automargin=False)  # the margin is planned here; plotly growing it would move the caption
+    # the margin is planned here (plotly growing it would move the caption); the labels stand clear of the y axis'
+    figure.update_xaxes(automargin=False, ticklabelstandoff=X_TICK_STANDOFF)
+    _thin_log_ticks(figure)
     return figure
 
 
-def _title_room(figure: go.Figure, title_size: int) -> int:
+def _thin_log_ticks(figure: go.Figure) -> None:
+    """A log y axis spanning few decades labels 1, 2 and 5 of each: plotly labels every digit, and on a short plot
+    the digits near a decade's top print over each other."""
+    for axis in figure.select_yaxes():
+        axis_id = "y" + axis.plotly_name.removeprefix("yaxis")
+        if axis.type != "log" or axis.dtick is not None or axis.tickvals is not None:
+            continue
+        values = [
+            float(v)
+            for trace in figure.data
+            if (getattr(trace, "yaxis", None) or "y") == axis_id and getattr(trace, "y", None) is not None
+            for v in trace.y
+            if isinstance(v, int | float) and math.isfinite(v) and v > 0
+        ]
+        if values and max(values) / min(values) < FEW_DECADES:
+            axis.dtick = "D2"
+
+
+def _title_room(figure: go.Figure, title_size: int, narrow_figure: int) -> int:
     """Room above the plot for the title (and its subtitle), which is pinned to the figure's top."""
     title = figure.layout.title
     if not title.text:
         return round(2 * GAP + _above_plot(figure))
+    room_px = narrow_figure - 2 * GAP
+    if "<br>" not in title.text and _text_px(title.text, title_size) > room_px:
+        title.text = chartroom.wrap(title.text, int(room_px / (CHAR_EM * title_size)))
     lines = len(_BREAK.split(title.text))
-    if title.y is None:  # plotly centres it in the top margin, where it may meet what is planned there
-        # Anchored at its top, plotly lifts a title of several lines by about 3/4 of its font: put that back.
+    # Pinned to the top: plotly centres a title without y in the top margin, where it may meet what is
+    # planned there; and anchored at its top, it lifts one of several lines by about 3/4 of its font: put back.
+    if title.y is None or lines > 1:
         pad = TITLE_PAD + (round(0.75 * title_size) if lines > 1 else 0)
         figure.update_layout(title={"y": 1, "yref": "container", "yanchor": "top", "pad": {"t": pad}})
     if title.subtitle.text:
@@ -213,12 +244,12 @@ def _above_plot(figure: go.Figure) -> float:
 
 
 def _axis_values(figure: go.Figure, letter: str, axis_id: str) -> list[Any]:
-    """What the traces on this axis put on it: x of vertical traces, y of horizontal ones."""
+    """What the traces on this axis put on it: x of vertical traces, y of horizontal ones, both of a heatmap."""
     values = []
     for trace in figure.data:
         horizontal = getattr(trace, "orientation", None) == "h"
         on = trace.xaxis if letter == "x" else trace.yaxis
-        if (on or letter) != axis_id or horizontal != (letter == "y"):
+        if (on or letter) != axis_id or (trace.type != "heatmap" and horizontal != (letter == "y")):
             continue
         shown = getattr(trace, letter, None)
         if shown is None and trace.type == "box" and trace.name is not None:
@@ -268,19 +299,33 @@ def _x_axis_room(figure: go.Figure, size: int, narrow_plot: int, left: int, righ
             if "<br>" not in axis.title.text and _text_px(axis.title.text, title_size) > room_px:
                 axis.title.text = chartroom.wrap(axis.title.text, max(12, int(room_px / (CHAR_EM * title_size))))
             title = _text_height(len(_lines(axis.title.text)), title_size) + 2 * GAP  # plotly's gap above it, then ours
-        room = max(room, round(GAP + ticks + title))
+        room = max(room, round(GAP + X_TICK_STANDOFF + ticks + title))
     return room
 
 
-def _y_axis_room(figure: go.Figure, size: int) -> int:
-    """The left margin that category labels on the y axis (a horizontal bar chart's) and its title need."""
+def _y_axis_room(figure: go.Figure, size: int, narrow_figure: int) -> tuple[int, float]:
+    """The left margin that category labels on the y axis (a horizontal bar chart's) and its title need, and
+    the height the labels need on the plot.
+
+    Labels wider than Y_LABEL_SHARE of the narrowest figure are wrapped (as tick text; the data keep
+    their names), so the bars keep the rest of the width.
+    """
     axis = figure.layout.yaxis
     labels = _categories(axis, _axis_values(figure, "y", "y"))
     if axis.visible is False or axis.showticklabels is False or not labels:
-        return 0
-    widest = max(_text_px(label, axis.tickfont.size or size) for label in labels)
+        return 0, 0.0
+    tick_size = axis.tickfont.size or size
+    limit = Y_LABEL_SHARE * narrow_figure
+    if axis.ticktext is None and max(_text_px(label, tick_size) for label in labels) > limit:
+        chars = max(10, int(limit / (CHAR_EM * tick_size)))
+        axis.update(tickvals=labels, ticktext=[chartroom.wrap(label, chars) for label in labels])
+    shown = axis.ticktext or labels
+    widest = max(_text_px(label, tick_size) for label in shown)
+    lines = max(len(_lines(label)) for label in shown)
     title = LINE_EM * (axis.title.font.size or size) + GAP if axis.title.text else 0
-    return round(GAP + widest + title)
+    # plotly may widen a margin it was told to fit (automargin); it is planned here
+    axis.automargin = False
+    return round(GAP + widest + title), len(labels) * (_text_height(lines, tick_size) + GAP)
 
 
 def _bar_text_room(figure: go.Figure, size: int) -> int:
@@ -301,19 +346,27 @@ def _legend_entries(figure: go.Figure) -> list[Any]:
     return shown
 
 
-def _legend_below(figure: go.Figure, size: int, narrow_plot: int) -> int:
-    """The height of a legend placed below the plot, for the rows it takes on the narrowest plot; else 0.
+def _legend_place(figure: go.Figure) -> str | None:
+    """'below' or 'above' the plot for a legend in rows there; None for none, or one beside the plot (plotly
+    widens the margin for that)."""
+    legend = figure.layout.legend
+    if not _legend_entries(figure):
+        return None
+    if legend.y is None:
+        return "below" if legend.orientation == "h" else None
+    if legend.y < 0:
+        return "below"
+    return "above" if legend.y >= 1 and legend.orientation == "h" else None
+
+
+def _legend_height(figure: go.Figure, size: int, narrow_plot: int) -> int:
+    """The height of a legend in rows, for the rows it takes on the narrowest plot.
 
     A wider plot fits as many entries a row or more, so the legend never takes more room than
-    planned. A legend beside the plot is left where it is (plotly widens the margin for it), and
-    one above it stays where its builder planned it.
+    planned. Entries wider than the plot are wrapped.
     """
-    legend = figure.layout.legend
     entries = _legend_entries(figure)
-    below = legend.y < 0 if legend.y is not None else legend.orientation == "h"
-    if not entries or not below:
-        return 0
-    font = legend.font.size or size
+    font = figure.layout.legend.font.size or size
     chars = max(10, int((narrow_plot - LEGEND_SYMBOL_PX) / (CHAR_EM * font)))
     for trace in entries:
         if trace.name and "<br>" not in trace.name and _text_px(trace.name, font) + LEGEND_SYMBOL_PX > narrow_plot:

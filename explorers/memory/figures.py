@@ -108,8 +108,8 @@ def sweep_figure(points: tuple[Point, ...], options: MemoryOptions) -> go.Figure
             + (f", in {options.accumulation} micro-batches" if options.accumulation > 1 else "")
             + " (outlined: yours; hatched: estimated on fake tensors)",  # ui.figures wraps it to the plot
         },
-        legend=chartroom.LEGEND_RIGHT,  # beside the bars: nine entries
-        margin={"t": 90, "l": 70, "r": 190, "b": 60},
+        legend=chartroom.LEGEND_BELOW,  # beside the bars, nine entries would take a phone's chart half its width
+        margin={"t": 90, "l": 70, "r": 20, "b": 60},
     )
     return figure
 

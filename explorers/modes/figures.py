@@ -31,56 +31,71 @@ def cell_label(cell: Cell) -> str:
 
 
 def _text(fact: str, value: bool | None, cell: Cell) -> str:
+    """A cell's mark, and its measure on a line of its own (a phone's cell is about 55 px wide)."""
     if not cell.forward_works:
-        return FAILED
+        return FAILED.replace(" ", "<br>")
     if value is None:
         return "n/a"
     mark = "✓" if value else "✗"
     if fact == "dropout drops units" and cell.dropout_zeroed_fraction:
-        return f"{mark} {cell.dropout_zeroed_fraction:.0%}"
+        return f"{mark}<br>{cell.dropout_zeroed_fraction:.0%}"
     if fact == "saves tensors for backward" and cell.saved_bytes:
-        return f"{mark} {format_bytes(cell.saved_bytes)}"
+        return f"{mark}<br>{format_bytes(cell.saved_bytes)}"
     return mark
 
 
-def grid_figure(grid: ModeGrid) -> go.Figure:
-    """Facts (rows) by the six combinations (columns).
+# The grid reads on a phone: each fact's name stands on its own line above its row (no label column
+# takes the width), so the six columns share the whole chart. In units of a row of cells:
+LABEL_ROOM = 0.6  # the line above a row that holds its fact's name
+COLUMN_LABELS_PX = 130  # above the grid: the column labels, upright when six do not fit side by side
 
-    Green where it happened, grey where it did not, blank where the forward failed.
+
+def grid_figure(grid: ModeGrid) -> go.Figure:
+    """Facts (rows) by the six combinations (columns), each fact's name on the line above its row.
+
+    Green where it happened, grey where it did not, blank where the forward failed. The rows
+    are bricks between edges on a numeric y axis, with an empty brick above each for its name.
     """
     cells = list(grid)
     columns = [f"{c.behaviour}()<br>{c.grad_mode}" for c in cells]
-    rows, z, text = [], [], []
+    facts, z, text = [], [], []
     for fact, measure in FACTS:
         values = [measure(c) for c in cells]
         if all(v is None for v in values):
             continue  # the model has no such module
-        rows.append(fact)
-        z.append([None if v is None else float(v) for v in values])
-        text.append([_text(fact, v, c) for v, c in zip(values, cells, strict=True)])
+        facts.append(fact)
+        z += [[None] * len(cells), [None if v is None else float(v) for v in values]]
+        text += [[""] * len(cells), [_text(fact, v, c) for v, c in zip(values, cells, strict=True)]]
+    row = 1 + LABEL_ROOM
+    edges = [edge for i in range(len(facts)) for edge in (i * row, i * row + LABEL_ROOM)] + [len(facts) * row]
     figure = go.Figure(
         go.Heatmap(
             z=z,
             x=columns,
-            y=rows,
+            y=edges,
             text=text,
             texttemplate="%{text}",
-            textfont={"size": 16},
+            textfont={"size": 14},
             showscale=False,
             zmin=0,
             zmax=1,
             colorscale=[[0, "#e9e9e9"], [1, "#7fc97f"]],
             xgap=3,
-            ygap=3,
+            ygap=2,
             hoverinfo="skip",
         )
     )
+    for i, fact in enumerate(facts):
+        figure.add_annotation(
+            text=fact, x=0, xref="paper", xanchor="left", y=i * row + LABEL_ROOM / 2, yref="y", showarrow=False
+        )
     figure.update_layout(
-        title="One forward in each combination, measured",
-        height=120 + 52 * len(rows),
-        yaxis={"autorange": "reversed"},
-        xaxis={"side": "top", "tickangle": 0, "tickfont": {"size": 14}},  # level labels: rotated ones hit the title
-        margin={"t": 120, "l": 20, "r": 20},  # room for the title above the column labels
+        title="What each combination did, measured",
+        height=COLUMN_LABELS_PX + 70 + round(40 * row * len(facts)),
+        yaxis={"autorange": "reversed", "visible": False},
+        # upright labels where six do not fit side by side (a phone); the top margin has room for either
+        xaxis={"side": "top", "autotickangles": [0, 90], "showgrid": False},
+        margin={"t": COLUMN_LABELS_PX + 70, "b": 0, "l": 8, "r": 8},
     )
     return figure
 

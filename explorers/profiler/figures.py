@@ -63,7 +63,10 @@ def phases_figure(
     for label, height in cut:
         # At the bar's index: plotly reads a category written like a number ("1.4") as that number, not as the name.
         at = labels.index(label)
-        figure.add_annotation(x=at, y=top, text=f"▲ {ms(height)}", showarrow=False, yanchor="top", textangle=-90)
+        # upright and small: two cut bars side by side on a phone are about 20 px apart
+        figure.add_annotation(
+            x=at, y=top, text=f"▲ {ms(height)}", showarrow=False, yanchor="top", textangle=-90, font={"size": 12}
+        )
     subtitle = f"axis cut at {ms(top)} ms: {len(cut)} longer step(s) marked ▲" if cut else ""
     if result.warmup_steps:
         figure.add_vrect(
@@ -79,8 +82,9 @@ def phases_figure(
         yaxis={"title": "ms", "range": [0, top]},
         xaxis={"title": "step (w: warm-up; round.step: profiled)", "tickangle": 0, "type": "category"},
         height=460,
-        margin={"t": 90, "l": 70, "r": 120},
-        legend={**chartroom.LEGEND_RIGHT, "traceorder": "reversed"},  # right of the bars, top down
+        margin={"t": 90, "l": 70, "r": 20},
+        # under the plot (beside it, it would take a phone's chart half its width), in the stack's order
+        legend={**chartroom.LEGEND_BELOW, "traceorder": "reversed"},
     )
     return figure
 

@@ -90,7 +90,7 @@ def remedies_figure(remedies: Remedies, chosen: int, text_size: int = 14) -> go.
         margin={"l": 10, "r": 40, "t": 20, "b": 60},
         font={"size": text_size},
         xaxis={"title": "peak GiB per GPU (line: GPU memory)", "range": [0, top], "tickvals": [0, chosen]},
-        yaxis={"autorange": "reversed", "automargin": True, "type": "category"},
+        yaxis={"autorange": "reversed", "type": "category"},
         showlegend=False,
     )
     return figure

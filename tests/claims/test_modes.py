@@ -121,8 +121,10 @@ def lab_lines(options: ModesOptions) -> list[str]:
 
 
 def grid_marks(grid) -> dict[str, list[str]]:
-    heat = figures.grid_figure(grid).data[0]
-    return {row: list(texts) for row, texts in zip(heat.y, heat.text, strict=True)}
+    """Each fact's cells as drawn: its name stands above its row (the empty rows between)."""
+    figure = figures.grid_figure(grid)
+    facts = [note.text for note in figure.layout.annotations]
+    return {fact: list(texts) for fact, texts in zip(facts, figure.data[0].text[1::2], strict=True)}
 
 
 # Claims about the lab's own model.
@@ -370,7 +372,7 @@ def in_place_dropout_marks(_: None) -> None:
     nonzero = received != 0
     share = float((nonzero & (dropped == 0)).sum() / nonzero.sum())
     marks = grid_marks(modes.mode_grid(model, x))["dropout drops units"]
-    assert marks == [f"✓ {share:.0%}"] * 3 + ["✗"] * 3
+    assert marks == [f"✓<br>{share:.0%}"] * 3 + ["✗"] * 3
 
 
 def batch_of_one_sentence(_: None) -> None:

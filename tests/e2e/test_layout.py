@@ -41,7 +41,8 @@ CHART_PARTS = """() => [...document.querySelectorAll("[data-testid='stPlotlyChar
     const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
     const parts = [];
     const kinds = [["g.legend", "legend"], [".gtitle", "title"], ["g.annotation", "annotation"],
-                   [".xtitle", "x axis title"], [".ytitle", "y axis title"], [".xtick text", "x tick"]];
+                   [".xtitle", "x axis title"], [".ytitle", "y axis title"], [".xtick text", "x tick"],
+                   [".ytick text", "y tick"]];
     for (const [selector, kind] of kinds) {
       for (const e of chart.querySelectorAll(selector)) {
         const r = e.getBoundingClientRect();
@@ -63,7 +64,7 @@ def _overlap(a, b) -> bool:
     )
 
 
-def _chart_problems(chart: dict) -> list[str]:
+def chart_problems(chart: dict) -> list[str]:
     """What prints over what, what runs off the chart, and a plot too flat to read."""
     name, parts, edge = chart["title"][:40], chart["parts"], chart["chart"]
     problems = [f"{name}: plot area {h:.0f} px tall" for h in chart["plots"] if h < MIN_PLOT_PX]
@@ -79,7 +80,7 @@ def _chart_problems(chart: dict) -> list[str]:
     return problems
 
 
-def _settled_charts(window, tries: int = 30) -> list[dict]:
+def settled_charts(window, tries: int = 30) -> list[dict]:
     """The charts once the page has finished drawing: a lab's later charts wait for its runs."""
     wait_for_app(window)
     count = -1
@@ -139,7 +140,7 @@ def test_main_figure_is_on_screen_and_no_label_is_cut(window, server_url, screen
     if present and window.viewport_size["width"] == 1920:
         window.screenshot(path=screenshots / f"{lab.slug}-presenting.png")
     # Issue 21: legends over titles and captions, squeezed plots, merged tick labels, captions cut off.
-    problems = [problem for chart in _settled_charts(window) for problem in _chart_problems(chart)]
+    problems = [problem for chart in settled_charts(window) for problem in chart_problems(chart)]
     if problems:  # keep what the window showed, to see why
         name = f"{lab.slug}-{window.viewport_size['width']}-{'presenting' if present else 'normal'}-charts-failed.png"
         window.screenshot(path=screenshots / name, full_page=True)

@@ -1,10 +1,12 @@
-"""On a phone (390x844): the menu starts closed, the main figure is on the first screen, nothing scrolls sideways."""
+"""On a phone (390x844): the menu starts closed, the main figure is on the first screen, nothing scrolls sideways,
+and inside every chart nothing prints over anything else (the same check as the laptop and projector sizes)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.e2e.test_browser import BUILT, FIGURE_SELECTORS, wait_for_app
+from tests.e2e.test_layout import chart_problems, settled_charts
 
 pytestmark = pytest.mark.e2e
 
@@ -37,5 +39,9 @@ def test_on_a_phone_the_lab_opens_on_its_figure_with_the_menu_closed(browser, se
         assert top < PHONE["height"], f"the main figure starts {top:.0f} px down, below the first screen, under {above}"
         overflow = page.evaluate(SIDEWAYS)
         assert overflow <= 1, f"the page scrolls {overflow} px sideways"
+        problems = [problem for chart in settled_charts(page) for problem in chart_problems(chart)]
+        if problems:  # keep what the phone showed, to see why
+            page.screenshot(path=screenshots / f"{lab.slug}-phone-charts-failed.png", full_page=True)
+        assert not problems, "\n".join(problems)
     finally:
         context.close()
