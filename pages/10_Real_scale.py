@@ -97,7 +97,7 @@ with stage:
     )
     fits, words = lesson.verdict(plan, budget)
     (st.success if fits else st.error)(words)
-    st.dataframe(lesson.budget_rows(plan, BUDGETS_GIB), hide_index=True)
+    figures.table(lesson.budget_rows(plan, BUDGETS_GIB))
 
 parameters, gradients, state, activations = st.columns(4)
 parameters.metric("Parameters", lesson.gib(plan.parameters))
@@ -124,7 +124,7 @@ figures.plotly(
     figures.caption("Peak per GPU after each change", settings, "cpu"),
     "scale-remedies",
 )
-st.dataframe(lesson.remedy_rows(fixes, budget), hide_index=True)
+figures.table(lesson.remedy_rows(fixes, budget))
 
 st.subheader("The usual formulas, beside the measurement")
 st.markdown("\n".join(f"- {line}" for line in lesson.formula_lines(formulas)))

@@ -125,9 +125,8 @@ with history:
 
 st.subheader("Every tensor in play")
 table = charts.tensor_table(result.final)
-st.dataframe(
+figures.table(
     table,
-    hide_index=True,
     height=36 * (len(table) + 1) + 4,
     column_config={
         "‖grad‖": st.column_config.NumberColumn(format="%.4g"),
@@ -138,7 +137,7 @@ st.caption(figures.caption("Tensor table", settings, page.device))
 saved_heading, saved_records, saved_caption = lesson.saved_rows(result)
 saved_rows = [vars(s) for s in saved_records]
 with st.expander(saved_heading):
-    st.dataframe(saved_rows, hide_index=True)
+    figures.table(saved_rows)
     st.caption(saved_caption)
 
 lines = lesson.explain(result)

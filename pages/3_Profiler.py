@@ -166,9 +166,8 @@ figures.plotly(
 ops, naive = st.columns([3, 2], gap="large")
 with ops:
     st.subheader("Top operators (self time)")
-    st.dataframe(
+    figures.table(
         charts.top_ops_table(result),
-        hide_index=True,
         column_config={
             "self ms": st.column_config.NumberColumn(format="%.2f"),
             "total ms": st.column_config.NumberColumn(format="%.2f"),
@@ -177,7 +176,7 @@ with ops:
     st.caption(lesson.top_ops_caption(result))
 with naive:
     st.subheader("Profiler versus a stopwatch")
-    st.dataframe(charts.timing_table(result), hide_index=True)
+    figures.table(charts.timing_table(result))
     st.caption(lesson.overhead(result))
     trace = Path(result.trace_path)
     st.download_button(

@@ -174,5 +174,5 @@ with remedies_slot:
             on_click=lambda: st.session_state.update({key("remedies_for"): options}),
         )
     else:
-        st.dataframe(table, hide_index=True)
+        figures.table(table)
         st.caption(figures.caption(f"Largest batch on a {options.budget_gb} GiB device", settings, page.device))

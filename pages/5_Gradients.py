@@ -102,7 +102,7 @@ with findings:
         st.write(lesson.NO_FINDINGS)
     for finding in diagnosis.findings:
         st.markdown(f"**{KINDS.get(finding.kind, finding.kind)}**: {finding.observation}")
-    st.dataframe(charts.status_table(diagnosis), hide_index=True)
+    figures.table(charts.status_table(diagnosis))
 with graph:
     st.subheader("The graph backward walks")
     st.caption(run.graph_note)

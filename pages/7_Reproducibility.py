@@ -95,11 +95,11 @@ with difference:
     )
 with sources:
     st.subheader("Which source differed")
-    st.dataframe(charts.components_table(comparison), hide_index=True)
-    st.dataframe(charts.runs_table(comparison), hide_index=True)
+    figures.table(charts.components_table(comparison))
+    figures.table(charts.runs_table(comparison))
     if options.augmentation == "generator_in_init":
         st.caption(lesson.DRAWS_CAPTION)
-        st.dataframe(charts.draws_table(comparison), hide_index=True)
+        figures.table(charts.draws_table(comparison))
 
 st.subheader("Resume from a checkpoint")
 st.caption(lesson.resume_caption(steps, page.value("checkpoint")))
@@ -126,10 +126,11 @@ figures.plotly(  # full width: five curves need a legend on one row
     figures.caption("Straight through vs resumed", resume_settings, "cpu"),
     "reproducibility-resume",
 )
-verdict, table = st.columns([2, 3], gap="large")
+verdict, beside = st.columns([2, 3], gap="large")
 with verdict:
     (st.success if resumed.equal else st.error)(lesson.resume_line(resumed, resumed.chosen))
-table.dataframe(charts.resume_table(resumed), hide_index=True)
+with beside:
+    figures.table(charts.resume_table(resumed))
 
 st.subheader("Run manifest")
 manifests = [run.manifest for run in comparison.runs]
@@ -164,7 +165,7 @@ if None not in sides:
     found = manifest.differences(*sides)
     if found:
         st.markdown(lesson.fields_differ([d.field for d in found]))
-        st.dataframe(charts.manifest_table(found), hide_index=True)
+        figures.table(charts.manifest_table(found))
     else:
         st.success(lesson.MANIFESTS_IDENTICAL)
 

@@ -75,14 +75,14 @@ if options.mismatches:
 golden, drift = st.columns(2, gap="large")
 with golden:
     st.subheader("Golden set, largest difference first")
-    st.dataframe(charts.golden_table(c), hide_index=True, height=320)
+    figures.table(charts.golden_table(c), height=320)
 with drift:
     figures.plotly(
         charts.drift_figure(c), figures.caption("Drift per feature (PSI)", settings, page.device), "serving-drift"
     )
 
 st.subheader("The input-to-output contract")
-st.dataframe(charts.contract_table(c), hide_index=True)
+figures.table(charts.contract_table(c))
 st.caption(lesson.TAKE_THE_CHECK)
 csv, golden_json, pipeline_json, checkpoint = st.columns(4)
 artefact = c.artefact

@@ -10,6 +10,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
@@ -440,6 +441,16 @@ def answer_card(card: AnswerCard) -> None:
     drill.timer()
 
 
+def table(data: Any, *, height: int | None = None, column_config: Mapping[str, Any] | None = None) -> None:
+    """A table: a data grid to scroll and sort; presenting, a plain table whose text grows with the page's (the
+    grid draws on a canvas at a fixed size), numbers written as in the notes. Cells are text, never markdown."""
+    if presenting():
+        frame = pd.DataFrame(data)
+        st.table(frame.astype(object).map(_cell), hide_index=True)
+    else:
+        st.dataframe(data, hide_index=True, height=height or "auto", column_config=column_config)
+
+
 def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """Rows as a markdown table, numbers written for people: 3 significant figures, no 'nan', no 'None'."""
     if not rows:
@@ -451,7 +462,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _cell(value: Any) -> str:
-    if value is None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if isinstance(value, float):
         return units.format_number(value)
