@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from explorers import units
 from explorers.serving import actions, card, experiment, export, lesson
 from explorers.serving import figures as charts
 from explorers.serving.experiment import SEED_RANGE, SHIFT_RANGE, ServingOptions
@@ -54,11 +55,11 @@ with stage:
     clean, verdict = lesson.golden_verdict(c)
     (st.success if clean else st.warning)(verdict)
     validation, recorded, served = st.columns(3)
-    validation.metric("Validation", actions.percent(c.validation_accuracy))
-    recorded.metric("Recorded, live", actions.percent(c.reference_accuracy))
+    validation.metric("Validation", units.percent(c.validation_accuracy))
+    recorded.metric("Recorded, live", units.percent(c.reference_accuracy))
     served.metric(
         "Serving, live",
-        actions.percent(c.serving_accuracy),
+        units.percent(c.serving_accuracy),
         delta=f"{100 * (c.serving_accuracy - c.reference_accuracy):+.1f} pts",
         delta_color="normal" if c.serving_accuracy != c.reference_accuracy else "off",
     )

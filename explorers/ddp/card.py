@@ -13,8 +13,8 @@ from explorers.ddp import analysis, lesson
 from explorers.ddp.lesson import STATEMENTS
 from explorers.ddp.results import DDPRun
 from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S
-from explorers.ddp.words import LAUNCHERS, indices, ranks, sci, seconds
-from explorers.units import format_bytes
+from explorers.ddp.words import LAUNCHERS, indices, ranks
+from explorers.units import format_bytes, sci, seconds
 
 
 def answer_card(run: DDPRun) -> AnswerCard:

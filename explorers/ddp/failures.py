@@ -11,7 +11,8 @@ from __future__ import annotations
 from explorers.ddp import analysis
 from explorers.ddp.results import THIS_MACHINE, DDPRun
 from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S
-from explorers.ddp.words import code, plural, ranks, seconds
+from explorers.ddp.words import code, plural, ranks
+from explorers.units import seconds
 
 
 def _progress(p: analysis.EpochProgress) -> str:

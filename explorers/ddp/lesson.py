@@ -10,9 +10,9 @@ from __future__ import annotations
 from explorers.ddp import analysis, failures
 from explorers.ddp.options import bucket_label
 from explorers.ddp.results import FORKSERVER_COLD, FORKSERVER_SHARED, FORKSERVER_WARM, TORCHRUN, DDPRun
-from explorers.ddp.words import FLOAT_TOLERANCE, LAUNCHERS, code, indices, plural, ranks, sci, seconds
+from explorers.ddp.words import FLOAT_TOLERANCE, LAUNCHERS, code, indices, plural, ranks
 from explorers.statements import Statement
-from explorers.units import format_bytes
+from explorers.units import format_bytes, sci, seconds
 
 QUESTION = "What does DistributedDataParallel do that several GPUs alone do not?"
 

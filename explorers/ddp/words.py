@@ -18,17 +18,9 @@ CLUSTER_COMMAND = (  # the same worker script on N machines; rank 0 writes the r
 FLOAT_TOLERANCE = 1e-5  # float32 training against a float64 reference, a dozen steps: differences are ~1e-7
 
 
-def sci(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.1e}"
-
-
 def code(text: str) -> str:
     """Text from a run (an error message) as a code span: markdown inside it is never rendered."""
     return "`" + " ".join(text.replace("`", "'").split()) + "`"
-
-
-def seconds(x: float) -> str:
-    return f"{x:.2f} s" if x < 10 else f"{x:.1f} s"
 
 
 def indices(values, shown: int = 12) -> str:

@@ -15,11 +15,11 @@ from explorers.gradients.lesson import (
     balance_kept,
     depth_ratio,
     scenario_text,
-    sci,
     status_line,
     step_factor,
     sweep_lines,
 )
+from explorers.units import sci
 
 # The activation whose derivative bound the "vanishing" Statement states; advice to replace it rests on that bound.
 SATURATING = ("Sigmoid",)

@@ -30,6 +30,7 @@ from explorers.gradients.your_model import (
     depth_layers,
 )
 from explorers.statements import Statement
+from explorers.units import sci
 
 AUTOGRAD_NOTES = "https://pytorch.org/docs/stable/notes/autograd.html"
 STATEMENTS: dict[str, Statement] = {
@@ -247,13 +248,6 @@ def scenario_text(options: GradientsOptions) -> ScenarioText:
             f"\nfor x, y in batches[:{options.k}]:\n    mse_loss(model(x), y).backward()  # no optimizer.zero_grad()"
         )
     return ScenarioText(title, pathology, code)
-
-
-def sci(x: float | None) -> str:
-    """2 significant figures in scientific notation: 3.1e-09; 'n/a' when there is no number."""
-    if x is None:
-        return "n/a"
-    return f"{x:.1e}" if math.isfinite(x) else str(x)
 
 
 def _names(names, shown: int = 3) -> str:

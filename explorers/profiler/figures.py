@@ -8,8 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from explorers import chartroom
-from explorers.profiler.noise import ms
 from explorers.profiler.your_model import PHASES, ProfileResult, StepTiming
+from explorers.units import ms
 
 OUTLIER_FACTOR = 3  # a step longer than 3x the median step would flatten the others: its bar is cut and marked
 HEADROOM = 1.1

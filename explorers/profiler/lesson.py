@@ -14,9 +14,10 @@ import statistics
 from collections.abc import Sequence
 
 from explorers.profiler.experiment import OPTIMIZERS, THREADS_RANGE, WIDTH_RANGE, WIDTHS, WORKERS_RANGE, ProfileOptions
-from explorers.profiler.noise import ms, unpaired_gap
+from explorers.profiler.noise import unpaired_gap
 from explorers.profiler.your_model import PHASES, VERDICTS, ProfileResult
 from explorers.statements import Statement
+from explorers.units import ms
 
 STATEMENTS: dict[str, Statement] = {
     "cuda_async": Statement(

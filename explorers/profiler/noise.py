@@ -31,13 +31,3 @@ def paired_gap(larger: Sequence[float], smaller: Sequence[float]) -> tuple[float
 def unpaired_gap(after: Sequence[float], before: Sequence[float]) -> tuple[float, float]:
     """Difference of the means of two separate runs (after minus before), and its noise margin."""
     return statistics.fmean(after) - statistics.fmean(before), math.hypot(margin(after), margin(before))
-
-
-def ms(value: float) -> str:
-    """Milliseconds to three significant figures, never in exponent form: 0.0312, 2.01, 139, 2350."""
-    if not math.isfinite(value):
-        return "∞"
-    if value == 0:
-        return "0"
-    decimals = max(0, 2 - math.floor(math.log10(abs(value))))
-    return f"{value:,.{decimals}f}"

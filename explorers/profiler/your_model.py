@@ -57,7 +57,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from explorers import batches
-from explorers.profiler.noise import ms, paired_gap
+from explorers.profiler.noise import paired_gap
+from explorers.units import ms
 
 PHASES = ("data", "copy", "forward", "backward", "optimizer")
 LABEL = "phase/"  # prefix of our record_function labels

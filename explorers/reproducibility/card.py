@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from explorers.cards import AnswerCard
 from explorers.reproducibility.experiment import Comparison, ResumeResult
-from explorers.reproducibility.lesson import QUESTION, badge, components_line, num, plural_steps
+from explorers.reproducibility.lesson import QUESTION, badge, components_line, plural_steps
+from explorers.units import format_number as num
 
 SEED_NAMES = {
     "torch": "torch",

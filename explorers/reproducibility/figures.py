@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from explorers import chartroom
+from explorers import chartroom, units
 from explorers.reproducibility import lesson
 from explorers.reproducibility.experiment import COMPONENTS, CompareOptions, Comparison, ResumeResult
 
@@ -175,8 +175,8 @@ def resume_table(r: ResumeResult) -> pd.DataFrame:
                 "resumed": lesson.variant_name(run),
                 "bitwise equal": "yes" if run.equal else "no",
                 "first step that differs": "–" if run.first_divergent_step is None else str(run.first_divergent_step),
-                "max |Δ loss|": lesson.num(run.max_loss_diff),
-                "max |Δ parameter|": lesson.num(run.max_param_diff),
+                "max |Δ loss|": units.format_number(run.max_loss_diff),
+                "max |Δ parameter|": units.format_number(run.max_param_diff),
             }
             for run in r.resumed
         ]

@@ -13,6 +13,8 @@ from explorers import uploads
 from explorers.reproducibility.experiment import COMPONENTS, Comparison, ResumedRun, ResumeResult
 from explorers.reproducibility.job import SOURCES
 from explorers.statements import Statement
+from explorers.units import format_number as num
+from explorers.units import seconds
 
 QUESTION = "How would you make a PyTorch experiment reproducible?"
 
@@ -52,15 +54,6 @@ STATEMENTS = {
     ),
 }
 NAMES = {"torch": "torch's", "numpy": "numpy's", "python": "`random`'s"}
-
-
-def num(x: float) -> str:
-    """3 significant figures; exact zero stays 0."""
-    return "0" if x == 0 else f"{x:.3g}"
-
-
-def seconds(x: float) -> str:
-    return f"{x:.1f} s"
 
 
 def badge(c: Comparison) -> tuple[str, str]:

@@ -14,6 +14,7 @@ from explorers.serving.data import TRAINING_SIZE
 from explorers.serving.drift import PSI_FLAG, PSI_MODERATE
 from explorers.serving.experiment import TOLERANCE, Comparison
 from explorers.serving.pipeline import STAGES
+from explorers.units import percent
 
 
 def number(x: float) -> str:
@@ -23,10 +24,6 @@ def number(x: float) -> str:
     if math.isinf(x):
         return "no output"
     return f"{x:.3g}"
-
-
-def percent(x: float) -> str:
-    return f"{100 * x:.1f}%"
 
 
 def _sentence(clause: str) -> str:

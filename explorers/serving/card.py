@@ -7,9 +7,10 @@ quote the same fields; the mechanism quotes the lab's Statement about what a che
 from __future__ import annotations
 
 from explorers.cards import AnswerCard
-from explorers.serving.actions import checklist, percent
+from explorers.serving.actions import checklist
 from explorers.serving.experiment import TOLERANCE, Comparison
 from explorers.serving.lesson import STATEMENTS, evidence
+from explorers.units import percent
 
 QUESTION = "Why does a model that trained well fail in production?"
 

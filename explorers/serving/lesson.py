@@ -8,11 +8,12 @@ general is in STATEMENTS, each with its scope and source, and tested on the adve
 
 from __future__ import annotations
 
-from explorers.serving.actions import and_list, flagged, largest_drift, number, own_difference, percent, psi_grade
+from explorers.serving.actions import and_list, flagged, largest_drift, number, own_difference, psi_grade
 from explorers.serving.drift import PSI_FLAG
 from explorers.serving.experiment import Comparison
 from explorers.serving.pipeline import STAGES, Mismatch
 from explorers.statements import Statement
+from explorers.units import percent
 
 STATEMENTS: dict[str, Statement] = {
     "state_dict": Statement(

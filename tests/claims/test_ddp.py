@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.utils.data import DistributedSampler
 
-from explorers import ddp
+from explorers import ddp, units
 from explorers.ddp import card, figures, lesson
 from explorers.ddp.lesson import STATEMENTS
 from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S
@@ -289,7 +289,7 @@ def answer_card_quotes_the_run(runs):
     evidence = card.answer_card(run).evidence
     assert "Padded indices: 0, 1." in evidence and "Effective batch 8; the steps had 8, 4, 8, 4 samples." in evidence
     assert "Trained on twice in epoch 0: 0, 1." in evidence
-    assert f"Against one process on the combined batches: {lesson.sci(run.single_process_max_diff)}" in evidence
+    assert f"Against one process on the combined batches: {units.sci(run.single_process_max_diff)}" in evidence
 
 
 def torchrun_runs_the_same_script_to_the_same_result(runs):

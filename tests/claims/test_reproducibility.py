@@ -214,7 +214,7 @@ def test_the_import_cost_is_the_jobs_set_up_not_the_flags():
         c = measured(compare_runs, options)
         line = lesson.cost_line(c)
         setup = max(run.timings["seeding"] + run.timings["building"] for run in c.runs)
-        assert f"setting up the job (seeds and flags, data, model, Adam) took up to {setup:.1f} s" in line
+        assert f"setting up the job (seeds and flags, data, model, Adam) took up to {units.seconds(setup)}" in line
         assert "imported `torch._dynamo` and `torch._inductor`" in line
         assert "turning on deterministic algorithms imported" not in line
         assert lesson.STATEMENTS["first_call_imports"].text in line
