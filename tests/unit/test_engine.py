@@ -150,6 +150,9 @@ def test_the_code_version_follows_the_files(tmp_path, monkeypatch):
     (tmp_path / "lab.py").write_text("A = 1\n")
     monkeypatch.setattr(engine, "EXPLORERS_DIR", tmp_path)
     monkeypatch.setattr(engine, "CODE_CHECK_S", 0.0)
+    # its own record of what it saw: the real one must not keep tmp_path's hash, or a later test's worker,
+    # started while that stale hash is current, is replaced as soon as the real hash is read again
+    monkeypatch.setattr(engine, "_code_seen", {"at": -1.0, "stat": None, "hash": ""})
     before = engine.code_version()
     assert engine.code_version() == before
     (tmp_path / "lab.py").write_text("A = 22\n")
