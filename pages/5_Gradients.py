@@ -102,7 +102,6 @@ with findings:
         st.write(lesson.NO_FINDINGS)
     for finding in diagnosis.findings:
         st.markdown(f"**{KINDS.get(finding.kind, finding.kind)}**: {finding.observation}")
-    figures.table(charts.status_table(diagnosis))
 with graph:
     st.subheader("The graph backward walks")
     st.caption(run.graph_note)
@@ -110,6 +109,7 @@ with graph:
         figures.graph(
             run.graph_source, figures.caption("Autograd graph (torchviz)", settings, page.device), "gradients"
         )
+figures.table(charts.status_table(diagnosis))  # the page's width: in the findings column its columns were cut off
 
 st.subheader("Same model, other scales: what moves, and what does not")
 figures.plotly(charts.sweep_figure(sweep), figures.caption("Scale sweep", settings, page.device), "gradients-sweep")

@@ -86,20 +86,18 @@ with stage:
 if page.device != "cpu":
     st.info(lesson.CPU_ONLY)
 
-difference, sources = st.columns([3, 2], gap="large")
-with difference:
-    figures.plotly(
-        charts.difference_figure(comparison),
-        figures.caption("Loss difference from run 1", settings, "cpu"),
-        "reproducibility-differences",
-    )
-with sources:
-    st.subheader("Which source differed")
-    figures.table(charts.components_table(comparison))
-    figures.table(charts.runs_table(comparison))
-    if options.augmentation == "generator_in_init":
-        st.caption(lesson.DRAWS_CAPTION)
-        figures.table(charts.draws_table(comparison))
+figures.plotly(
+    charts.difference_figure(comparison),
+    figures.caption("Loss difference from run 1", settings, "cpu"),
+    "reproducibility-differences",
+)
+# the tables take the page's width: beside the chart, their columns were cut off at 1280 px
+st.subheader("Which source differed")
+figures.table(charts.components_table(comparison))
+figures.table(charts.runs_table(comparison))
+if options.augmentation == "generator_in_init":
+    st.caption(lesson.DRAWS_CAPTION)
+    figures.table(charts.draws_table(comparison))
 
 st.subheader("Resume from a checkpoint")
 st.caption(lesson.resume_caption(steps, page.value("checkpoint")))
@@ -126,11 +124,8 @@ figures.plotly(  # full width: five curves need a legend on one row
     figures.caption("Straight through vs resumed", resume_settings, "cpu"),
     "reproducibility-resume",
 )
-verdict, beside = st.columns([2, 3], gap="large")
-with verdict:
-    (st.success if resumed.equal else st.error)(lesson.resume_line(resumed, resumed.chosen))
-with beside:
-    figures.table(charts.resume_table(resumed))
+(st.success if resumed.equal else st.error)(lesson.resume_line(resumed, resumed.chosen))
+figures.table(charts.resume_table(resumed))
 
 st.subheader("Run manifest")
 manifests = [run.manifest for run in comparison.runs]

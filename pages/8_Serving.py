@@ -73,14 +73,12 @@ if options.mismatches:
         for name in options.mismatches:
             st.markdown(lesson.mismatch_details(MISMATCHES[name]))
 
-golden, drift = st.columns(2, gap="large")
-with golden:
-    st.subheader("Golden set, largest difference first")
-    figures.table(charts.golden_table(c), height=320)
-with drift:
-    figures.plotly(
-        charts.drift_figure(c), figures.caption("Drift per feature (PSI)", settings, page.device), "serving-drift"
-    )
+# One above the other: nine columns need the page's width (half of it cut the stage differences off at 1280 px).
+st.subheader("Golden set, largest difference first")
+figures.table(charts.golden_table(c), height=320)
+figures.plotly(
+    charts.drift_figure(c), figures.caption("Drift per feature (PSI)", settings, page.device), "serving-drift"
+)
 
 st.subheader("The input-to-output contract")
 figures.table(charts.contract_table(c))

@@ -220,8 +220,10 @@ def _title_room(figure: go.Figure, title_size: int, narrow_figure: int) -> int:
     if not title.text:
         return round(2 * GAP + _above_plot(figure))
     room_px = narrow_figure - 2 * GAP
-    if "<br>" not in title.text and _text_px(title.text, title_size) > room_px:
-        title.text = chartroom.wrap(title.text, int(room_px / (CHAR_EM * title_size)))
+    width = _text_px(title.text, title_size)
+    if "<br>" not in title.text and width > room_px:  # in lines of about equal length, not one long and a stub
+        lines = math.ceil(width / room_px)
+        title.text = chartroom.wrap(title.text, math.ceil(len(title.text) / lines) + 4)
     lines = len(_BREAK.split(title.text))
     # Pinned to the top: plotly centres a title without y in the top margin, where it may meet what is
     # planned there; and anchored at its top, it lifts one of several lines by about 3/4 of its font: put back.
