@@ -165,6 +165,11 @@ def lay_out(figure: go.Figure, caption_text: str, present: bool) -> go.Figure:
     left = DEFAULT_LEFT if layout.margin.l is None else layout.margin.l
     right = DEFAULT_RIGHT if layout.margin.r is None else layout.margin.r
     figure.update_layout(font={"size": size, "color": "#222"}, title_font_size=title_size)
+    if present:  # text a builder sized for a trace (a heatmap's cells, a bar's labels) grows like the rest
+        for trace in figure.data:
+            font = getattr(trace, "textfont", None)
+            if font is not None and isinstance(font.size, int | float):
+                font.size = round(font.size * PRESENTING_FONT_SIZE / FONT_SIZE)
     y_labels_left, y_labels_height = _y_axis_room(figure, size, NARROW_FIGURE_PX[present])
     left = max(left, y_labels_left)
     right = max(right, _bar_text_room(figure, size))

@@ -31,7 +31,7 @@ def cell_label(cell: Cell) -> str:
 
 
 def _text(fact: str, value: bool | None, cell: Cell) -> str:
-    """A cell's mark, and its measure on a line of its own (a phone's cell is about 55 px wide)."""
+    """A cell's mark, and its measure on a line of its own: a phone's cell is about 55 px wide."""
     if not cell.forward_works:
         return FAILED.replace(" ", "<br>")
     if value is None:
@@ -75,7 +75,7 @@ def grid_figure(grid: ModeGrid) -> go.Figure:
             y=edges,
             text=text,
             texttemplate="%{text}",
-            textfont={"size": 14},
+            textfont={"size": 14},  # presenting grows it (ui.figures)
             showscale=False,
             zmin=0,
             zmax=1,
@@ -91,7 +91,7 @@ def grid_figure(grid: ModeGrid) -> go.Figure:
         )
     figure.update_layout(
         title="What each combination did, measured",
-        height=COLUMN_LABELS_PX + 70 + round(40 * row * len(facts)),
+        height=COLUMN_LABELS_PX + 70 + round(44 * row * len(facts)),
         yaxis={"autorange": "reversed", "visible": False},
         # upright labels where six do not fit side by side (a phone); the top margin has room for either
         xaxis={"side": "top", "autotickangles": [0, 90], "showgrid": False},
