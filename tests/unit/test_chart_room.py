@@ -1,0 +1,74 @@
+"""ui.figures.lay_out plans each chart's room for the narrowest column it is drawn in (a phone's).
+
+The browser tests check the drawn result at three window sizes; these pin the plan itself.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import pytest
+
+from explorers import chartroom
+from ui import figures
+
+NARROW = figures.NARROW_FIGURE_PX[False]
+
+
+def laid_out(figure: go.Figure, present: bool = False) -> go.Figure:
+    return figures.lay_out(figure, "a caption", present)
+
+
+def test_a_title_wider_than_a_phones_chart_wraps_into_even_lines_and_the_top_grows():
+    short = laid_out(go.Figure(go.Bar(x=["a"], y=[1]), layout={"title": "Short"}))
+    long_title = "Gradient norm per layer at three scales"
+    wrapped = laid_out(go.Figure(go.Bar(x=["a"], y=[1]), layout={"title": long_title}))
+    lines = wrapped.layout.title.text.split("<br>")
+    assert len(lines) == 2 and " ".join(lines) == long_title
+    assert abs(len(lines[0]) - len(lines[1])) <= 8  # not one long line and a stub
+    assert wrapped.layout.margin.t > short.layout.margin.t
+
+
+def test_long_y_labels_wrap_as_tick_text_and_leave_the_bars_most_of_the_width():
+    names = ["as set", "bf16 weights, gradients and optimizer state", "activation checkpointing"]
+    figure = laid_out(go.Figure(go.Bar(y=names, x=[3, 2, 1], orientation="h")))
+    assert list(figure.data[0].y) == names  # the data keep their names
+    assert list(figure.layout.yaxis.tickvals) == names
+    assert "<br>" in figure.layout.yaxis.ticktext[1]
+    assert figure.layout.margin.l <= figures.Y_LABEL_SHARE * NARROW + figures.GAP
+    assert figure.layout.yaxis.automargin is False
+
+
+def test_a_heatmaps_category_rows_get_a_margin_of_their_own():
+    rows = ["epoch 0 · rank 0", "epoch 0 · rank 1"]
+    figure = laid_out(go.Figure(go.Heatmap(z=[[1, 0], [0, 1]], x=["0", "1"], y=rows)))
+    assert figure.layout.margin.l >= figures._text_px(rows[0], figures.FONT_SIZE)
+
+
+def test_a_legend_in_rows_above_the_plot_gets_room_under_the_title():
+    def chart(legend_y: float) -> go.Figure:
+        traces = [go.Bar(x=["a"], y=[1], name=f"phase number {i}") for i in range(8)]
+        return laid_out(
+            go.Figure(
+                traces, layout={"title": "Per-rank timeline", "legend": {**chartroom.LEGEND_BELOW, "y": legend_y}}
+            )
+        )
+
+    above, below = chart(1.02), chart(-0.3)
+    assert above.layout.legend.y == 1 and above.layout.legend.yanchor == "bottom"
+    assert above.layout.margin.t > below.layout.margin.t + 4 * figures.FONT_SIZE  # eight entries: several rows
+    assert below.layout.margin.b > above.layout.margin.b
+
+
+@pytest.mark.parametrize(("top", "thinned"), [(9.0, True), (1e8, False)])
+def test_a_log_axis_of_few_decades_labels_one_two_and_five(top, thinned):
+    figure = go.Figure(go.Scatter(x=[0, 1], y=[1.0, top]), layout={"yaxis": {"type": "log"}})
+    assert (laid_out(figure).layout.yaxis.dtick == "D2") == thinned
+
+
+def test_presenting_grows_text_a_builder_sized_for_a_trace():
+    def cell_size(present: bool) -> float:
+        figure = go.Figure(go.Heatmap(z=[[1]], text=[["✓"]], texttemplate="%{text}", textfont={"size": 14}))
+        return laid_out(figure, present).data[0].textfont.size
+
+    assert cell_size(False) == 14
+    assert cell_size(True) == round(14 * figures.PRESENTING_FONT_SIZE / figures.FONT_SIZE)
