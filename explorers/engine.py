@@ -69,6 +69,8 @@ from pathlib import Path
 from typing import Any
 
 from explorers import lifeline, scheduling
+from explorers.capacity import available_memory_bytes, usable_cores
+from explorers.errors import RunFailed, RunTimedOut, WorkerCrashed
 
 DEFAULT_TIMEOUT_S = 120.0
 CANCEL_GRACE_S = 0.5  # a worker that has not stopped by then is killed: a left page stops its run within ~1 s
@@ -84,18 +86,6 @@ PRELOAD = ["torch", "pandas", "plotly.graph_objects", "explorers.engine"]
 
 class Cancelled(Exception):  # noqa: N818  (a signal, not an error)
     """Raised inside an experiment at its next `report` after the run was cancelled."""
-
-
-class RunFailed(RuntimeError):
-    """The experiment did not return a result; the message is meant for the user."""
-
-
-class WorkerCrashed(RunFailed):
-    pass
-
-
-class RunTimedOut(RunFailed):
-    pass
 
 
 @dataclass(frozen=True)
@@ -118,22 +108,6 @@ def pool_size(cores: int | None = None, available_bytes: int | None = None) -> i
     cores = cores or usable_cores()
     available = available_bytes if available_bytes is not None else available_memory_bytes()
     return max(1, min(cores, available // WORKER_MEMORY_BYTES, MAX_WORKERS))
-
-
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def available_memory_bytes() -> int:
-    """MemAvailable from /proc/meminfo (Linux), else a conservative 4 GiB."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 4 * 2**30
 
 
 # --- The worker process ----------------------------------------------------------------------

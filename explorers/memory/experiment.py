@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from explorers import bounds, engine
+from explorers import bounds, capacity
 from explorers.memory import your_model
 from explorers.memory.tracker import LiveBytes
 from explorers.memory.your_model import Measurement
@@ -250,7 +250,7 @@ def _estimated_activations(options: MemoryOptions, micro: int, with_loss: bool =
 def point(options: MemoryOptions, batch: int, limit: int = MEASURE_LIMIT_BYTES) -> Point:
     """Estimate first (free); measure for real only when the estimate fits comfortably and safely."""
     estimate = estimate_point(options, batch)
-    safe = min(limit, int(SAFE_SHARE * engine.available_memory_bytes()))
+    safe = min(limit, int(SAFE_SHARE * capacity.available_memory_bytes()))
     measured = estimate.peak <= safe
     published = options.preset == "transformer" and not options.checkpointing
     fitted = fitted_coefficients(options, batch) if published else None

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from explorers import bounds, engine
+from explorers import bounds, capacity
 from explorers.profiler.your_model import ProfileResult, profile_training, settle_steps, total_steps
 
 WIDTH_RANGE = (32, 1024)  # wider: the largest job (every round, 10 active steps) outlasts its time limit here
@@ -28,7 +28,7 @@ DEPTH_RANGE = (1, 8)
 BATCH_RANGE = (8, 1024)
 DATA_COST_RANGE = (0, 50)  # milliseconds of simulated augmentation per batch
 WORKERS_RANGE = (0, 4)
-THREADS_RANGE = (1, engine.usable_cores())
+THREADS_RANGE = (1, capacity.usable_cores())
 WARMUP_RANGE = (0, 5)
 ACTIVE_RANGE = (1, 10)
 SEED_RANGE = (0, 99_999)

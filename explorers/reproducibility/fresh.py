@@ -30,6 +30,8 @@ from pathlib import Path
 
 import torch
 
+from explorers.capacity import usable_cores
+from explorers.errors import RunFailed
 from explorers.reproducibility import child
 from explorers.reproducibility.child import PREFIX
 
@@ -40,19 +42,11 @@ POLL_S = 0.1
 STDERR_TAIL_CHARS = 1500
 
 
-class RunFailed(RuntimeError):
-    """A fresh run did not produce its result; the message is meant for the user."""
-
-
 @dataclass(frozen=True)
 class Outcome:
     result: dict  # what job.run returned, loaded with weights_only=True
     start_s: float  # launch until torch was imported and the child said "ready": the price of a fresh process
     total_s: float  # launch until the result file was complete
-
-
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _environment() -> dict[str, str]:

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorers import engine
+from explorers import engine, errors
 from explorers import reproducibility as repro
 from explorers.reproducibility import fresh, manifest
 from explorers.reproducibility.experiment import CompareOptions, ResumeOptions, compare_runs, resume_study
@@ -302,6 +302,14 @@ def test_children_end_themselves_when_their_caller_is_killed(tmp_path):
     os.kill(caller.pid, signal.SIGKILL)
     caller.wait()
     assert _gone(tag)
+
+
+def test_a_fresh_run_fails_with_the_engines_exception_without_importing_the_engine():
+    """One RunFailed for pages to catch; the engine, which patches multiprocessing when imported, stays out."""
+    script = "import sys; from explorers.reproducibility import fresh; print('explorers.engine' in sys.modules)"
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert loaded.stdout.strip() == "False"
+    assert fresh.RunFailed is errors.RunFailed and issubclass(engine.RunTimedOut, errors.RunFailed)
 
 
 def test_a_child_that_fails_says_why():
