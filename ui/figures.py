@@ -165,11 +165,8 @@ def lay_out(figure: go.Figure, caption_text: str, present: bool) -> go.Figure:
     left = DEFAULT_LEFT if layout.margin.l is None else layout.margin.l
     right = DEFAULT_RIGHT if layout.margin.r is None else layout.margin.r
     figure.update_layout(font={"size": size, "color": "#222"}, title_font_size=title_size)
-    if present:  # text a builder sized for a trace (a heatmap's cells, a bar's labels) grows like the rest
-        for trace in figure.data:
-            font = getattr(trace, "textfont", None)
-            if font is not None and isinstance(font.size, int | float):
-                font.size = round(font.size * PRESENTING_FONT_SIZE / FONT_SIZE)
+    if present:
+        _grow_trace_text(figure, PRESENTING_FONT_SIZE / FONT_SIZE)
     y_labels_left, y_labels_height = _y_axis_room(figure, size, NARROW_FIGURE_PX[present])
     left = max(left, y_labels_left)
     right = max(right, _bar_text_room(figure, size))
@@ -199,6 +196,14 @@ def lay_out(figure: go.Figure, caption_text: str, present: bool) -> go.Figure:
     figure.update_xaxes(automargin=False, ticklabelstandoff=X_TICK_STANDOFF)
     _thin_log_ticks(figure)
     return figure
+
+
+def _grow_trace_text(figure: go.Figure, scale: float) -> None:
+    """Text a builder sized for a trace (a heatmap's cells, a bar's labels) grows like the rest of the chart."""
+    for trace in figure.data:
+        font = getattr(trace, "textfont", None)
+        if font is not None and isinstance(font.size, int | float):
+            font.size = round(font.size * scale)
 
 
 def _thin_log_ticks(figure: go.Figure) -> None:
