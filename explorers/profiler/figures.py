@@ -42,6 +42,9 @@ def axis_top(*results: ProfileResult) -> float:
     return HEADROOM * max(typical_tops)
 
 
+MARKER_PX = 12  # a cut bar's marker
+
+
 def phases_figure(
     result: ProfileResult, title: str = "Milliseconds per step, by phase", top: float | None = None
 ) -> go.Figure:
@@ -60,12 +63,25 @@ def phases_figure(
         values = [s.other_ms if phase == "other" else s.phases[phase] for s in steps]
         figure.add_trace(go.Bar(name=phase, x=labels, y=values, marker_color=PHASE_COLOURS[phase]))
     cut = [(label, _bar_height(step)) for label, step in zip(labels, steps, strict=True) if _bar_height(step) > top]
+    lowered = -2  # the index of the last marker drawn lower down
     for label, height in cut:
         # At the bar's index: plotly reads a category written like a number ("1.4") as that number, not as the name.
         at = labels.index(label)
-        # upright and small: two cut bars side by side on a phone are about 20 px apart
+        text = f"▲ {ms(height)}"
+        # Upright and small. Two cut bars side by side on a phone are about 20 px apart, as wide as an upright
+        # marker: the second of two neighbours stands lower, one marker's length down.
+        drop = 0
+        if any(labels.index(other) == at - 1 for other, _ in cut) and lowered != at - 1:
+            drop, lowered = round(len(text) * 0.6 * MARKER_PX) + 8, at
         figure.add_annotation(
-            x=at, y=top, text=f"▲ {ms(height)}", showarrow=False, yanchor="top", textangle=-90, font={"size": 12}
+            x=at,
+            y=top,
+            text=text,
+            showarrow=False,
+            yanchor="top",
+            yshift=-drop,
+            textangle=-90,
+            font={"size": MARKER_PX},
         )
     subtitle = f"axis cut at {ms(top)} ms: {len(cut)} longer step(s) marked ▲" if cut else ""
     if result.warmup_steps:

@@ -463,3 +463,30 @@ def test_an_outlier_marker_stands_on_its_own_bar_whatever_its_label():
     markers = [a for a in figure.layout.annotations if a.text.startswith("▲")]
     assert len(markers) == 1 and "375" in markers[0].text
     assert _plotly_category_position(markers[0].x, categories) == categories.index("1.4")
+
+
+def test_the_markers_of_neighbouring_cut_bars_stand_at_different_heights():
+    """On a phone two neighbouring bars are about as far apart as an upright marker is wide: the CI's phone test
+    found '▲ 73.4' printed over '▲ 36.5'. A run of three alternates: top, lower, top."""
+    typical = (1.0, 0.1, 2.0, 3.0, 4.0)
+    steps = steps_of(*[typical] * 15)
+    for index, backward in ((3, 360.0), (4, 200.0), (5, 300.0), (9, 250.0)):
+        steps[index] = steps_of((1.0, 0.1, 2.0, backward, 4.0), wall=backward + 8)[0]
+    result = profiling.ProfileResult(
+        steps=tuple(steps),
+        warmup_steps=(),
+        top_ops=(),
+        naive_ms=(10.0,) * 15,
+        unprofiled_ms=(10.0,) * 15,
+        steps_per_round=5,
+        verdict="backward-bound",
+        evidence="",
+        contenders=("backward",),
+        trace_path="",
+        device="cpu",
+        synchronized=False,
+    )
+    markers = [a for a in figures.phases_figure(result).layout.annotations if a.text.startswith("▲")]
+    drops = {marker.x: marker.yshift or 0 for marker in markers}
+    assert sorted(drops) == [3, 4, 5, 9]
+    assert drops[3] == drops[5] == drops[9] == 0 and drops[4] < -len(markers[1].text) * 6
