@@ -62,17 +62,17 @@ def phases_figure(
     for phase in (*PHASES, "other"):
         values = [s.other_ms if phase == "other" else s.phases[phase] for s in steps]
         figure.add_trace(go.Bar(name=phase, x=labels, y=values, marker_color=PHASE_COLOURS[phase]))
-    cut = [(label, _bar_height(step)) for label, step in zip(labels, steps, strict=True) if _bar_height(step) > top]
-    lowered = -2  # the index of the last marker drawn lower down
-    for label, height in cut:
-        # At the bar's index: plotly reads a category written like a number ("1.4") as that number, not as the name.
-        at = labels.index(label)
+    # At the bar's index: plotly reads a category written like a number ("1.4") as that number, not as the name.
+    cut = [(at, height) for at, step in enumerate(steps) if (height := _bar_height(step)) > top]
+    cut_at, lowered = {at for at, _ in cut}, set()
+    for at, height in cut:
         text = f"▲ {ms(height)}"
         # Upright and small. Two cut bars side by side on a phone are about 20 px apart, as wide as an upright
         # marker: the second of two neighbours stands lower, one marker's length down.
         drop = 0
-        if any(labels.index(other) == at - 1 for other, _ in cut) and lowered != at - 1:
-            drop, lowered = round(len(text) * 0.6 * MARKER_PX) + 8, at
+        if at - 1 in cut_at and at - 1 not in lowered:
+            drop = round(len(text) * 0.6 * MARKER_PX) + 8
+            lowered.add(at)
         figure.add_annotation(
             x=at,
             y=top,
