@@ -101,13 +101,15 @@ class Progress:
 
 
 def pool_size(cores: int | None = None, available_bytes: int | None = None) -> int:
-    """As many workers as cores, fewer when free memory is short, at least one; EXPLORER_WORKERS overrides."""
+    """One worker per core, plus one: long runs may hold all workers but one (`scheduling.long_run_cap`), so
+    long runs use every core while a worker stays free for short ones. Fewer when free memory is short, at
+    least one; EXPLORER_WORKERS overrides."""
     explicit = os.environ.get("EXPLORER_WORKERS", "")
     if explicit.isdigit() and int(explicit) > 0:
         return min(int(explicit), MAX_WORKERS)
     cores = cores or usable_cores()
     available = available_bytes if available_bytes is not None else available_memory_bytes()
-    return max(1, min(cores, available // WORKER_MEMORY_BYTES, MAX_WORKERS))
+    return max(1, min(cores + 1, available // WORKER_MEMORY_BYTES, MAX_WORKERS))
 
 
 # --- The worker process ----------------------------------------------------------------------
@@ -383,13 +385,20 @@ class Engine:
     # --- for callers ---
 
     def submit(
-        self, fn: Callable, options: Any, *, timeout_s: float | None = None, priority: int = 0, session: str = ""
+        self,
+        fn: Callable,
+        options: Any,
+        *,
+        timeout_s: float | None = None,
+        priority: int = 0,
+        session: str = "",
+        long: bool = False,
     ) -> Run:
         """Queue `fn(options)` (or join the same request in flight, or answer from the cache).
 
         Sessions take turns (`explorers.scheduling`); within one, lower `priority` runs first: a
-        page submits its main figure's run at 0. A time limit above the engine's usual one marks
-        a long run, which may hold only part of the pool.
+        page submits its main figure's run at 0. A long run (`long`, or a time limit above the
+        engine's usual one) may hold only part of the pool.
         """
         key = experiment_key(fn, options)
         with self._changed:
@@ -403,7 +412,7 @@ class Engine:
                 )
             if job is None:
                 limit = timeout_s or self.timeout_s
-                job = _Job(fn, options, limit, priority, session, long=limit > self.timeout_s)
+                job = _Job(fn, options, limit, priority, session, long=long or limit > self.timeout_s)
                 if key in self._cache:
                     self._cache.move_to_end(key)
                     job.state, job.payload = "done", self._cache[key]

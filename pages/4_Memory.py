@@ -127,13 +127,13 @@ def show_point(index: int, point: lab.Point, settled: bool) -> None:
 
 
 sweep = [(lab.batch_point, dataclasses.replace(measured, batch_size=b)) for b in order]
-runs.run_all(sweep, label="Measuring batch sizes", on_result=show_point)
+runs.run_all(sweep, label="Measuring batch sizes", on_result=show_point, long=True)
 points = tuple(arrived[b] for b in batches)
 
 with retention:
     st.subheader("Accidental retention")
     retention_options = dataclasses.replace(lab.RETENTION_OPTIONS, device=page.device)
-    curves = runs.run(lab.retention, retention_options, label="Loops")
+    curves = runs.run(lab.retention, retention_options, label="Loops", long=True)
     st.caption(lesson.retention_caption(retention_options, lab.RETENTION_BATCH, len(next(iter(curves.values())))))
     retention_settings = {"MLP width": retention_options.width, "depth": retention_options.depth}
     figures.plotly(
@@ -166,7 +166,7 @@ with remedies_slot:
     st.subheader(lesson.REMEDIES_HEADING)
     table = runs.cached(lab.remedies_table, options)
     if table is None and st.session_state.get(key("remedies_for")) == options:
-        table = runs.run(lab.remedies_table, options, label="Trying remedies")
+        table = runs.run(lab.remedies_table, options, label="Trying remedies", long=True)
     if table is None:
         st.button(
             lesson.remedies_button(options.budget_gb),

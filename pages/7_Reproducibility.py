@@ -76,7 +76,7 @@ options = experiment.CompareOptions(
 )
 settings = charts.caption_settings(options)
 
-comparison = runs.run(experiment.compare_runs, options, label="Running the job in fresh processes")
+comparison = runs.run(experiment.compare_runs, options, label="Running the job in fresh processes", long=True)
 kind, text = lesson.badge(comparison)
 with stage:
     {"equal": st.success, "differs": st.error}.get(kind, st.warning)(f"**{text}**")
@@ -117,7 +117,9 @@ resume_options = experiment.ResumeOptions(
     **{option: page.value(name) for name, (option, _) in KEEP_FIELDS.items()},
 )
 page.sync_url()
-resumed = runs.run(experiment.resume_study, resume_options, label="Resuming from a checkpoint in fresh processes")
+resumed = runs.run(
+    experiment.resume_study, resume_options, label="Resuming from a checkpoint in fresh processes", long=True
+)
 resume_settings = {"steps": steps, "checkpoint": resume_options.checkpoint_at, "seed": options.seed}
 figures.plotly(  # full width: five curves need a legend on one row
     charts.resume_figure(resumed),
@@ -179,6 +181,7 @@ if st.session_state.get(predict_key) is not None:
             (experiment.compare_runs, dataclasses.replace(torch_only, num_workers=0)),
         ],
         label="Running the prediction's comparisons",
+        long=True,
     )
     answer, evidence = lesson.predict_evidence(with_workers, main_process)
 figures.predict_then_reveal(

@@ -54,9 +54,11 @@ def longer_limit(factor: float) -> float:
     return factor * default_engine().timeout_s
 
 
-def run(fn: Callable, options: Any, *, label: str, timeout_s: float | None = None, priority: int = 0) -> Any:
+def run(
+    fn: Callable, options: Any, *, label: str, timeout_s: float | None = None, priority: int = 0, long: bool = False
+) -> Any:
     """`fn(options)` on the engine, with progress; a failure shows its message and stops the page."""
-    return run_all([(fn, options)], label=label, timeout_s=timeout_s, priority=priority)[0]
+    return run_all([(fn, options)], label=label, timeout_s=timeout_s, priority=priority, long=long)[0]
 
 
 def run_all(
@@ -65,6 +67,7 @@ def run_all(
     label: str,
     timeout_s: float | None = None,
     priority: int = 0,
+    long: bool = False,
     on_result: Callable[[int, Any, bool], None] | None = None,
 ) -> list[Any]:
     """Several runs at once (the workers share them out); `on_result(i, value, settled)` as each arrives, in order.
@@ -74,7 +77,8 @@ def run_all(
 
     `requests` are (experiment, options) pairs. The first is submitted at `priority`, the
     rest after it, so a page's main figure is computed before its supporting ones, in
-    every session.
+    every session. `long` marks runs that take seconds (sweeps, fresh processes): they hold
+    only part of the pool, so another session's quick run finds a free worker.
     """
     engine = default_engine()
     handles: list[Run] = []
@@ -83,7 +87,9 @@ def run_all(
     try:
         for index, (fn, options) in enumerate(requests):
             handles.append(
-                engine.submit(fn, options, timeout_s=timeout_s, priority=priority + (index > 0), session=_session())
+                engine.submit(
+                    fn, options, timeout_s=timeout_s, priority=priority + (index > 0), session=_session(), long=long
+                )
             )
         for index, handle in enumerate(handles):
             if bar is None and not handle.done:

@@ -1,7 +1,7 @@
 """The Reproducibility lab's two experiments: rerun and compare, and save-load-continue.
 
 **Rerun and compare.** `compare_runs(options, report)` is the run engine's experiment (the page runs it in an engine
-worker, which starts one new interpreter per run); `compare(...)` is the notebook call.
+worker, which starts one new process per run, see `fresh`); `compare(...)` is the notebook call.
 Besides the verdict (bitwise equal, the first step whose loss differs, the largest parameter
 difference) it says, per source of randomness, whether what that source produced was identical
 in every run: the initial weights, the batch order, the augmentation draws, the RNG state
@@ -10,7 +10,7 @@ run (the Generator-in-__init__ pattern with workers), and records each run's man
 
 **Resume.** The straight-through run trains `total_steps` steps in one process and writes a checkpoint once
 `checkpoint_at` steps are done (writing it draws from no RNG, so the run is unchanged). Each
-resumed run is a new interpreter that starts as any run of the script does (seeds from the
+resumed run is a new process that starts as any run of the script does (seeds from the
 config), loads that checkpoint with `torch.load(weights_only=True)`, restores the weights and
 the parts it keeps (Adam's state, the three global RNG states, the sampler's place in the
 epoch) and trains to `total_steps`. Its losses from `checkpoint_at` on, and its final
@@ -76,7 +76,8 @@ class RunRecord:
     repeated_draws: int  # augmentation draws equal to an earlier draw in the same run
     draws: int
     first_draws: list[list[tuple[int, float]]]  # the first two steps: (worker, scale) per sample
-    start_s: float  # launch until the fresh interpreter had imported torch
+    start_s: float  # launch until the new process was ready to run (fresh.Outcome.start_s)
+    launch: str  # how it started: a new interpreter, or forked from the template (fresh.INTERPRETER ...)
     timings: dict[str, float]  # the job's own phases in seconds (job.run's "timings")
     imports: dict[str, list[str]]  # heavy modules each phase imported ("seeding", "building")
     total_s: float  # launch until its result was written
@@ -138,6 +139,7 @@ def _record(outcome: fresh.Outcome, config: JobConfig, code: dict) -> RunRecord:
             for step in range(min(2, len(workers)))
         ],
         start_s=outcome.start_s,
+        launch=outcome.launch,
         timings=dict(result["timings"]),
         imports={phase: list(names) for phase, names in result["imports"].items()},
         total_s=outcome.total_s,

@@ -10,6 +10,7 @@ starts at step k.
 from __future__ import annotations
 
 from explorers import uploads
+from explorers.reproducibility import fresh
 from explorers.reproducibility.experiment import COMPONENTS, Comparison, ResumedRun, ResumeResult
 from explorers.reproducibility.job import SOURCES
 from explorers.statements import Statement
@@ -203,15 +204,27 @@ FIRST_IMPORT = {  # the job's phase in which a fresh process first had the heavy
 }
 
 
+def start_line(c: Comparison) -> str:
+    """How the runs' processes started (each run's `launch`) and what that took."""
+    starts = _span([run.start_s for run in c.runs])
+    totals = _span([run.total_s for run in c.runs])
+    if all(run.launch == fresh.INTERPRETER for run in c.runs):
+        return f"Each run was a new Python interpreter: starting it and importing torch took {starts} of its {totals}"
+    line = (
+        "Each run was a new process, forked from a template interpreter that had imported torch and nothing else, "
+        f"its RNGs reseeded from the OS: starting it took {starts} of its {totals}"
+    )
+    waited = sum(run.launch == fresh.TEMPLATE_COLD for run in c.runs)
+    if waited:
+        first = "the first run" if waited == 1 else f"the first {waited} runs"
+        line += f" ({first} waited for the template to start and import torch)"
+    return line
+
+
 def cost_line(c: Comparison) -> str:
     """What a fresh process cost, phase by phase, and where it first imported torch's compiler modules."""
-    starts = [run.start_s for run in c.runs]
-    totals = [run.total_s for run in c.runs]
     setup = max(run.timings["seeding"] + run.timings["building"] for run in c.runs)
-    line = (
-        f"Each run was a new Python process: starting it and importing torch took {_span(starts)} of its "
-        f"{_span(totals)}; setting up the job (seeds and flags, data, model, Adam) took up to {seconds(setup)}"
-    )
+    line = f"{start_line(c)}; setting up the job (seeds and flags, data, model, Adam) took up to {seconds(setup)}"
     first = next((phase for phase in FIRST_IMPORT if c.runs[0].imports.get(phase)), None)
     if first is not None:
         names = _joined([f"`{name}`" for name in c.runs[0].imports[first]])

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from explorers import engine, units
-from explorers.reproducibility import card, figures, lesson, manifest
+from explorers.reproducibility import card, figures, fresh, lesson, manifest
 from explorers.reproducibility.experiment import CompareOptions, ResumeOptions, compare_runs, resume_study
 from tests.claims.falsify import falsifies
 
@@ -220,6 +220,21 @@ def test_the_import_cost_is_the_jobs_set_up_not_the_flags():
         assert lesson.STATEMENTS["first_call_imports"].text in line
     assert "first while building the data, the model and Adam" in lesson.cost_line(measured(compare_runs, TORCH_ONLY))
     assert "first while turning on deterministic algorithms" in lesson.cost_line(measured(compare_runs, ALL_SEEDED))
+
+
+def test_the_start_sentence_follows_how_each_run_started():
+    """The sentence is built from each run's `launch`, never from the launcher the lab prefers."""
+    c = measured(compare_runs, ALL_SEEDED)
+
+    def started(*launches):
+        runs = [dataclasses.replace(run, launch=launch) for run, launch in zip(c.runs, launches, strict=True)]
+        return lesson.start_line(dataclasses.replace(c, runs=runs))
+
+    assert started(fresh.INTERPRETER, fresh.INTERPRETER).startswith("Each run was a new Python interpreter")
+    warm = started(fresh.TEMPLATE_WARM, fresh.TEMPLATE_WARM)
+    assert "forked from a template interpreter" in warm and "waited" not in warm
+    assert "(the first run waited for the template" in started(fresh.TEMPLATE_COLD, fresh.TEMPLATE_WARM)
+    assert "(the first 2 runs waited" in started(fresh.TEMPLATE_COLD, fresh.TEMPLATE_COLD)
 
 
 # --- Resume --------------------------------------------------------------------------------------------------------

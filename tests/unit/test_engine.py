@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from explorers import engine
+from explorers import engine, scheduling
 from explorers.engine import Cancelled, Engine, RunFailed, RunTimedOut, WorkerCrashed
 from explorers.profiler.experiment import ProfileOptions, profile
 
@@ -265,9 +265,25 @@ def test_a_more_urgent_run_is_started_first(pool):
     assert finished == ["urgent", "later"]
 
 
+def test_runs_marked_long_leave_a_worker_for_a_short_one():
+    """Two sessions' long runs on a pool of two: one runs, one waits, and a third session's short run is served."""
+    pool = Engine(workers=2)
+    try:
+        running = pool.submit(sleep_without_reporting, 30.0, session="a", long=True)
+        wait_until(lambda: len(pool.busy_pids()) == 1, timeout_s=30)
+        waiting = pool.submit(sleep_without_reporting, 30.01, session="b", long=True)
+        short = pool.submit(count_to, 3, session="c")
+        assert short.result()["n"] == 3  # served by the second worker
+        assert not running.done and waiting._job.state == "queued"
+        assert len(pool.busy_pids()) == 1  # the second worker is free again: the long run still waits
+    finally:
+        pool.close()
+
+
 def test_pool_size_follows_cores_and_free_memory(monkeypatch):
     monkeypatch.delenv("EXPLORER_WORKERS", raising=False)
-    assert engine.pool_size(cores=2, available_bytes=64 * 2**30) == 2
+    assert engine.pool_size(cores=2, available_bytes=64 * 2**30) == 3  # a core each for long runs, a short lane
+    assert scheduling.long_run_cap(engine.pool_size(cores=2, available_bytes=64 * 2**30)) == 2
     assert engine.pool_size(cores=16, available_bytes=64 * 2**30) == engine.MAX_WORKERS
     assert engine.pool_size(cores=8, available_bytes=3 * engine.WORKER_MEMORY_BYTES) == 3
     assert engine.pool_size(cores=8, available_bytes=2**20) == 1

@@ -26,7 +26,7 @@ from explorers import engine, errors
 from explorers import reproducibility as repro
 from explorers.reproducibility import fresh, manifest
 from explorers.reproducibility.experiment import CompareOptions, ResumeOptions, compare_runs, resume_study
-from explorers.reproducibility.job import JobConfig
+from explorers.reproducibility.job import HEAVY_IMPORTS, SOURCES, JobConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_SEEDED = CompareOptions()
@@ -256,52 +256,86 @@ def _tagged_processes(tag: str) -> list[int]:
     return found
 
 
-def _gone(tag: str, within_s: float = 5.0) -> bool:
+def _gone(tag: str, within_s: float = 5.0, keep: int | None = None) -> bool:
+    """No tagged process left within `within_s`, besides `keep` (this process's template, which serves on)."""
     deadline = time.monotonic() + within_s
-    while _tagged_processes(tag) and time.monotonic() < deadline:
+    while set(_tagged_processes(tag)) - {keep} and time.monotonic() < deadline:
         time.sleep(0.1)
-    return not _tagged_processes(tag)
+    return not set(_tagged_processes(tag)) - {keep}
+
+
+@pytest.fixture
+def tag(monkeypatch):
+    """A tag in the environment of every process a run starts: a template started afresh carries it to its forks."""
+    value = uuid.uuid4().hex
+    monkeypatch.setenv("REPRO_TEST_TAG", value)
+    fresh.close_template()
+    yield value
+    fresh.close_template()
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
-def test_a_run_past_its_time_limit_is_stopped_with_its_processes(monkeypatch):
-    tag = uuid.uuid4().hex
-    monkeypatch.setenv("REPRO_TEST_TAG", tag)
+@pytest.mark.parametrize("launcher", fresh.LAUNCHERS)
+def test_a_run_past_its_time_limit_is_stopped_with_its_processes(tag, launcher):
+    template = fresh.start_template() if launcher == "template" else None
     with pytest.raises(fresh.RunFailed, match="longer than its 0.5 s limit"):
-        fresh.run_fresh([{"config": JobConfig().as_dict()}], timeout_s=0.5)
-    assert _gone(tag)
+        fresh.run_fresh([{"config": JobConfig().as_dict()}], timeout_s=0.5, launcher=launcher)
+    assert _gone(tag, keep=template)
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
-def test_a_caller_that_leaves_stops_every_child_and_its_dataloader_workers(monkeypatch):
-    tag = uuid.uuid4().hex
-    monkeypatch.setenv("REPRO_TEST_TAG", tag)
+@pytest.mark.parametrize("launcher", fresh.LAUNCHERS)
+def test_a_caller_that_leaves_stops_every_child_and_its_dataloader_workers(tag, launcher):
+    template = fresh.start_template() if launcher == "template" else None
     seen = []
 
     def leave(steps_done):
-        seen.append(len(_tagged_processes(tag)))
+        seen.append(len(set(_tagged_processes(tag)) - {template}))
         if steps_done >= 2:  # the children are training, with their DataLoader workers
             raise engine.Cancelled
 
     with pytest.raises(engine.Cancelled):
-        fresh.run_fresh([{"config": JobConfig(steps=100).as_dict()}] * 2, on_progress=leave)
+        fresh.run_fresh([{"config": JobConfig(steps=100).as_dict()}] * 2, on_progress=leave, launcher=launcher)
     assert max(seen) > 2  # two children and their workers were alive
-    assert _gone(tag)
+    assert _gone(tag, keep=template)
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
-def test_children_end_themselves_when_their_caller_is_killed(tmp_path):
+def test_children_and_the_template_end_themselves_when_their_caller_is_killed(tmp_path):
     tag = uuid.uuid4().hex
     script = "from explorers.reproducibility import experiment as c; c.compare_runs(c.CompareOptions(steps=100))"
     env = {**os.environ, "REPRO_TEST_TAG": tag, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}  # its leftovers
     caller = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=env)
     deadline = time.monotonic() + 60
-    while len(_tagged_processes(tag)) < 3 and time.monotonic() < deadline:
+    while len(_tagged_processes(tag)) < 4 and time.monotonic() < deadline:  # the template, two runs, a worker
         time.sleep(0.1)
-    assert len(_tagged_processes(tag)) >= 3, "the caller never started its runs"
+    assert len(_tagged_processes(tag)) >= 4, "the caller never started its runs"
     os.kill(caller.pid, signal.SIGKILL)
     caller.wait()
     assert _gone(tag)
+
+
+def test_runs_fork_from_one_template_that_stays_pristine():
+    """Two comparisons, one template: the second's runs start in milliseconds, yet each still imports the compiler
+    stack itself (the template never ran the job) and, unseeded, draws new numbers (reseeded from the OS)."""
+    unseeded = {"config": JobConfig(**dict.fromkeys(SOURCES, False)).as_dict()}
+    first = fresh.run_fresh([unseeded] * 2)
+    template = fresh.start_template()
+    second = fresh.run_fresh([unseeded] * 2)
+    assert fresh.start_template() == template
+    assert {outcome.launch for outcome in second} == {fresh.TEMPLATE_WARM}
+    digests = [outcome.result["parameters_digest"] for outcome in first + second]
+    assert len(set(digests)) == 4
+    assert all(outcome.result["imports"]["building"] == list(HEAVY_IMPORTS) for outcome in second)
+
+
+def test_a_forked_run_equals_a_new_interpreters_run_bit_for_bit():
+    request = {"config": JobConfig(num_workers=2, steps=6).as_dict()}
+    (forked,) = fresh.run_fresh([request], launcher="template")
+    (interpreted,) = fresh.run_fresh([request], launcher="interpreter")
+    assert forked.launch != fresh.INTERPRETER and interpreted.launch == fresh.INTERPRETER
+    assert torch.equal(forked.result["losses"], interpreted.result["losses"])
+    assert forked.result["parameters_digest"] == interpreted.result["parameters_digest"]
 
 
 def test_a_fresh_run_fails_with_the_engines_exception_without_importing_the_engine():
