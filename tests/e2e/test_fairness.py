@@ -4,6 +4,10 @@ Six browser sessions open Profiler and Memory links at their heaviest settings (
 seed, so no run is shared or cached); while their runs hold the pool, a seventh session opens
 Autograd, whose graph must appear within 10 s. Before sessions took turns and long runs were
 capped, the same graph took minutes (279 s in the probe that found it).
+
+The server has served Autograd once before (as a shared server has): the test is about waiting
+for a worker, not the first import of a page's modules. The timed visit asks for a new seed, so
+its runs are not answered from the cache.
 """
 
 from __future__ import annotations
@@ -27,23 +31,23 @@ RUNNING = "[data-testid='stApp'][data-test-script-state='running']"
 
 def test_a_light_lab_answers_within_10_s_while_six_sessions_run_heavy_settings(browser):
     with streamlit_server() as (url, _):
-        heavy = []
+        contexts = [browser.new_context(viewport={"width": 1280, "height": 800}) for _ in range(SESSIONS + 1)]
         try:
-            for seed in range(SESSIONS):
-                page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
-                page.goto(f"{url}/{HEAVY[seed % len(HEAVY)].format(seed=seed + 1)}")
-                heavy.append(page)
-            for page in heavy:  # every heavy session is waiting on its runs
-                page.get_by_test_id("stProgress").first.wait_for(timeout=120_000)
-            light = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
-            heavy.append(light)
-            started = time.monotonic()
+            light, *heavy = [context.new_page() for context in contexts]
             light.goto(f"{url}/Autograd")
             light.locator("div.graph img").first.wait_for(state="visible", timeout=120_000)
+            for seed, page in enumerate(heavy, 1):
+                page.goto(f"{url}/{HEAVY[seed % len(HEAVY)].format(seed=seed)}")
+            for page in heavy:  # every heavy session is waiting on its runs
+                page.get_by_test_id("stProgress").first.wait_for(timeout=120_000)
+            started = time.monotonic()
+            light.goto(f"{url}/Autograd?seed=7")
+            light.locator("div.graph img").first.wait_for(state="visible", timeout=120_000)
             elapsed = time.monotonic() - started
-            still_running = sum(page.locator(RUNNING).count() for page in heavy[:SESSIONS])
+            still_running = sum(page.locator(RUNNING).count() for page in heavy)
         finally:
-            for page in heavy:
-                page.context.close()
+            for context in contexts:
+                context.close()
+    print(f"graph after {elapsed:.1f} s, {still_running} heavy sessions still running")
     assert still_running >= SESSIONS // 2, f"only {still_running} heavy sessions were still running: not a fair test"
     assert elapsed <= GRAPH_WITHIN_S, f"Autograd's graph took {elapsed:.1f} s while {SESSIONS} sessions ran heavy"
