@@ -157,7 +157,8 @@ def _worker_main(conn: multiprocessing.connection.Connection, threads: int, fold
     # children included: the engine removes the folder when it replaces this worker, however the run ended.
     os.environ["TMPDIR"] = tempfile.tempdir = folder
     os.setsid()  # its own process group: killing the group also ends its DataLoader workers
-    lifeline.exit_with_parent(whole_group=True, kernel_signal=False)  # with the server's forkserver, the group ends
+    # with the server's forkserver the group ends, and the folder goes (a SIGKILLed server cannot remove it)
+    lifeline.exit_with_parent(whole_group=True, kernel_signal=False, remove=folder)
     import torch
 
     _reset_process_state(threads)
@@ -169,12 +170,12 @@ def _worker_main(conn: multiprocessing.connection.Connection, threads: int, fold
         while True:
             message = conn.recv()
             if message[0] == "run":  # anything else is a cancel that arrived after its run ended
-                conn.send(_execute(conn, *message[1:], threads))
-    except (EOFError, OSError):  # the server closed its end: nobody is left to answer
-        os._exit(0)
+                conn.send(_execute(conn, *message[1:], threads, folder))
+    except (EOFError, OSError):  # the server closed its end (or died): nobody is left to answer
+        lifeline.exit_now(whole_group=True, remove=folder, code=0)
 
 
-def _execute(conn, job_id: int, fn: Callable, options: Any, threads: int) -> tuple:
+def _execute(conn, job_id: int, fn: Callable, options: Any, threads: int, folder: str) -> tuple:
     def report(done: int, total: int, partial: Any = None) -> None:
         while conn.poll():
             if conn.recv() == ("cancel", job_id):
@@ -182,7 +183,7 @@ def _execute(conn, job_id: int, fn: Callable, options: Any, threads: int) -> tup
         try:
             conn.send(("progress", job_id, Progress(done, total, partial)))
         except BrokenPipeError:  # the server is gone: nobody waits for this run
-            os._exit(0)
+            lifeline.exit_now(whole_group=True, remove=folder, code=0)
 
     _reset_process_state(threads)
     try:
@@ -274,11 +275,36 @@ FOLDER_PREFIX = "explorer-worker-"
 
 
 def sweep_stale_folders() -> None:
-    """Remove the worker folders of servers that are gone (a SIGKILLed server could not remove its own)."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
+    """Remove what servers that are gone left behind (a SIGKILLed server cannot remove its own): their workers'
+    folders (workers remove their own when they see the server die; this catches the rest) and the folders of
+    their forkservers' listening sockets."""
+    temp = Path(tempfile.gettempdir())
+    for folder in temp.glob(f"{FOLDER_PREFIX}*"):
         owner = folder.name.removeprefix(FOLDER_PREFIX).split("-")[0]
         if owner.isdigit() and not lifeline.alive(int(owner)):
             shutil.rmtree(folder, ignore_errors=True)
+    for folder in _dead_listener_folders(temp):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _dead_listener_folders(temp: Path) -> list[Path]:
+    """multiprocessing's `pymp-*` folders holding only forkserver listener sockets that no process has bound any
+    more (Linux's /proc/net/unix lists every bound one; elsewhere nothing is swept). Never connects to a socket:
+    a live forkserver would fork for the connection."""
+    try:
+        with open("/proc/net/unix") as table:
+            bound = {line.split()[-1] for line in table if len(line.split()) >= 8}
+    except OSError:
+        return []
+    stale = []
+    for folder in temp.glob("pymp-*"):
+        with contextlib.suppress(OSError):
+            entries = list(folder.iterdir())
+            if entries and all(
+                e.name.startswith("listener-") and e.is_socket() and str(e) not in bound for e in entries
+            ):
+                stale.append(folder)
+    return stale
 
 
 class _Worker:

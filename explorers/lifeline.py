@@ -13,21 +13,31 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 SUPERVISOR_ENV = "EXPLORER_SUPERVISOR_PID"
 CHECK_S = 0.2
 PR_SET_PDEATHSIG = 1
 
 
-def exit_with_parent(parent: int | None = None, *, whole_group: bool = False, kernel_signal: bool = True) -> None:
+def exit_with_parent(
+    parent: int | None = None,
+    *,
+    whole_group: bool = False,
+    kernel_signal: bool = True,
+    remove: str | None = None,
+) -> None:
     """End this process (or its whole process group) once `parent` (default: the current one) is gone.
 
     `kernel_signal=False` leaves the end to the watch thread: a process whose group must end with
     it (the run engine's worker) would otherwise be killed alone, before it could kill the group.
+    `remove`: a folder to delete on the way out, once the rest of the group is gone (so nothing
+    writes into it any more): the engine worker's temporary folder, when the server was killed.
     """
     parent = parent or os.getppid()
     supervisor = int(os.environ.get(SUPERVISOR_ENV, "0") or 0)
@@ -38,10 +48,7 @@ def exit_with_parent(parent: int | None = None, *, whole_group: bool = False, ke
         return os.getppid() != parent or (supervisor > 0 and not alive(supervisor))
 
     def end() -> None:
-        if whole_group:
-            with contextlib.suppress(OSError):
-                os.killpg(0, signal.SIGKILL)
-        os._exit(3)
+        exit_now(whole_group=whole_group, remove=remove)
 
     if gone():  # the parent died before this process could watch it
         end()
@@ -52,6 +59,36 @@ def exit_with_parent(parent: int | None = None, *, whole_group: bool = False, ke
         end()
 
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+def exit_now(*, whole_group: bool = False, remove: str | None = None, code: int = 3) -> None:
+    """End this process: first the rest of its group (`whole_group`), then delete `remove`, then itself."""
+    if whole_group:
+        kill_my_group_but_me()
+    if remove:
+        shutil.rmtree(remove, ignore_errors=True)
+    if whole_group:
+        with contextlib.suppress(OSError):
+            os.killpg(0, signal.SIGKILL)  # whoever joined since, and this process
+    os._exit(code)
+
+
+def kill_my_group_but_me() -> None:
+    """SIGKILL every other member of this process group (Linux, from /proc; elsewhere the caller's killpg does it)."""
+    me, group = os.getpid(), os.getpgid(0)
+    for stat in _proc_stats():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            pid = int(stat.parent.name)
+            if int(fields[2]) == group and pid != me:
+                os.kill(pid, signal.SIGKILL)
+
+
+def _proc_stats() -> list[Path]:
+    try:
+        return [Path(entry.path, "stat") for entry in os.scandir("/proc") if entry.name.isdigit()]
+    except OSError:
+        return []
 
 
 def alive(pid: int) -> bool:

@@ -45,14 +45,18 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(script: str = "app.py", cwd: Path = ROOT) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A real `streamlit run` on a free loopback port; stopped (SIGTERM, then SIGKILL) on the way out."""
+def streamlit_server(
+    script: str = "app.py", cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A real `streamlit run` on a free loopback port (`env` added to ours); stopped (SIGTERM, then SIGKILL)."""
     port = _free_port()
     command = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port)]
     command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
     # A file, not a pipe: nobody reads a pipe while the tests run, and a full one would stall the server.
     log = tempfile.TemporaryFile()  # noqa: SIM115
-    process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from explorers import engine
 from tests.e2e.conftest import CHROMIUM_FLAGS, chromium_executable, streamlit_server
 from tests.e2e.sessions import Session, click, notches, percentile, run_session
 
@@ -225,3 +227,38 @@ def test_leaving_a_page_mid_run_stops_its_run_within_a_second(browser):
         stopped_after = time.monotonic() - left
         page.context.close()
     assert stopped_after < 1.5, f"the run's DataLoader workers were still alive {stopped_after:.1f} s after leaving"
+
+
+def test_a_killed_server_leaves_no_process_and_no_temp_folder(browser, tmp_path, monkeypatch):
+    """SIGKILL the server while Reproducibility's runs train: its forkserver, workers, the workers' templates, the
+    runs (forks in sessions of their own) and their DataLoader workers all end, and the workers' folders go; the
+    server's forkserver listener folder goes at the next engine start.
+
+    Processes under the server: forkserver (1) -> engine worker (2) -> template (3) -> run (4) -> DataLoader (5).
+    """
+    with streamlit_server(env={"TMPDIR": str(tmp_path)}) as (url, server):
+        page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+        try:
+            page.goto(f"{url}/Reproducibility?steps=100&runs=3")
+            deadline = time.monotonic() + 120
+            while not processes_at_depth(server.pid, 5):
+                assert time.monotonic() < deadline, "the runs never started their DataLoader workers"
+                time.sleep(0.1)
+            below = descendants(server.pid)
+            assert list(tmp_path.glob("explorer-worker-*"))
+            server.kill()
+            server.wait()
+            deadline = time.monotonic() + 10
+            while ({pid for pid in below if alive(pid)} or list(tmp_path.glob("explorer-worker-*"))) and (
+                time.monotonic() < deadline
+            ):
+                time.sleep(0.1)
+        finally:
+            page.context.close()
+    assert not {pid for pid in below if alive(pid)}, "processes outlived the killed server"
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    # Only the server's own forkserver listener (the standard library's pymp-* folder) may wait for the next start
+    assert all(name.startswith("pymp-") for name in left), left
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    engine.sweep_stale_folders()
+    assert not list(tmp_path.iterdir()), sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))

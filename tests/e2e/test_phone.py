@@ -3,6 +3,8 @@ and inside every chart nothing prints over anything else (the same check as the 
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -21,16 +23,15 @@ ABOVE = """top => [...document.querySelectorAll("[data-testid='stMain'] [data-te
     .map(e => `${e.getBoundingClientRect().height.toFixed(0)} px: ${(e.innerText || '').slice(0, 60)}`)"""
 
 
-FIRST_TOP = """selector => Math.min(...[...document.querySelectorAll(selector)].map(e => e.getBoundingClientRect().top))"""
+FIRST_TOP = """selector => Math.min(
+    ...[...document.querySelectorAll(selector)].map(e => e.getBoundingClientRect().top))"""
 
 
 def first_screen_top(page, selector: str) -> float:
     """The main figure's top, allowing a moment for a chart that plotly is redrawing (for that moment its svg is
     gone and the next chart down would be measured instead: CI saw Serving's drift chart, 2,285 px down)."""
-    try:
+    with contextlib.suppress(PlaywrightTimeout):  # measured below, and the assertion says where it is
         page.wait_for_function(f"s => ({FIRST_TOP})(s) < {PHONE['height']}", arg=selector, timeout=5_000)
-    except PlaywrightTimeout:
-        pass  # measured below, and the assertion says where it is
     return page.evaluate(FIRST_TOP, selector)
 
 

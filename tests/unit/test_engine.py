@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import types
@@ -278,6 +281,34 @@ def test_runs_marked_long_leave_a_worker_for_a_short_one():
         assert len(pool.busy_pids()) == 1  # the second worker is free again: the long run still waits
     finally:
         pool.close()
+
+
+@pytest.mark.skipif(not Path("/proc/net/unix").exists(), reason="needs /proc/net/unix")
+def test_the_sweep_removes_what_dead_servers_left_and_nothing_live(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead_server = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    (tmp_path / f"{engine.FOLDER_PREFIX}{int(dead_server.stdout)}-abc" / "ddp-lab-1").mkdir(parents=True)
+    (tmp_path / f"{engine.FOLDER_PREFIX}{os.getpid()}-live").mkdir()
+    sockets = {}
+    for name in ("pymp-live", "pymp-dead"):
+        (tmp_path / name).mkdir()
+        sockets[name] = socket.socket(socket.AF_UNIX)
+        sockets[name].bind(str(tmp_path / name / "listener-x"))
+    sockets["pymp-live"].listen()
+    sockets["pymp-dead"].close()  # its file stays, bound by nobody: a killed server's forkserver
+    (tmp_path / "pymp-other").mkdir()
+    (tmp_path / "pymp-other" / "notes.txt").write_text("not a listener")
+    try:
+        engine.sweep_stale_folders()
+    finally:
+        sockets["pymp-live"].close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"{engine.FOLDER_PREFIX}{os.getpid()}-live",
+        "pymp-live",
+        "pymp-other",
+    ]
 
 
 def test_pool_size_follows_cores_and_free_memory(monkeypatch):

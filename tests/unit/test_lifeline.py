@@ -13,8 +13,10 @@ import pytest
 
 from explorers.ddp.experiment import run_ddp
 from explorers.ddp.options import DDPOptions
+from explorers.ddp.processes import descendants
 from explorers.engine import Engine, RunFailed
 from explorers.lifeline import SUPERVISOR_ENV, alive
+from explorers.reproducibility.experiment import ResumeOptions, resume_study
 from tests.unit.test_layout import ROOT
 
 PARENT = """
@@ -89,6 +91,33 @@ def test_killing_the_engine_worker_mid_torchrun_leaves_no_rank_and_no_temp_folde
         assert all(gone_within(pid, 3.0) for pid in ranks)
         # ddp-lab-*, torchelastic_* and pymp-* folders were all inside it; the engine removes it once its
         # replaced worker is reaped, outside the lock, a moment after the run failed
+        deadline = time.monotonic() + 10
+        while folder.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not folder.exists(), sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+    finally:
+        pool.close()
+
+
+@pytest.mark.slow
+def test_killing_the_engine_worker_mid_resume_leaves_no_process_and_no_temp_folder():
+    """A Reproducibility resume: the worker, its template and the resumed run (a fork of the template in a session
+    of its own) are all below the worker; after the worker's SIGKILL none is left, nor the checkpoint's folder."""
+    pool = Engine(workers=1, timeout_s=120)
+    try:
+        worker = pool.submit(pid_of_worker, 0).result()
+        (folder,) = [Path(f) for f in pool.worker_folders()]
+        run = pool.submit(resume_study, ResumeOptions(total_steps=100, checkpoint_at=1))
+        deadline = time.monotonic() + 90
+        # the straight run is done and the resumed one forked: the template and the resumed run are below
+        while not list(folder.rglob("result-0.pt")) or len(descendants(worker)) < 2:
+            assert time.monotonic() < deadline, "the resumed run never started"
+            time.sleep(0.05)
+        below = descendants(worker)
+        os.kill(worker, signal.SIGKILL)
+        with pytest.raises(RunFailed):
+            run.result()
+        assert all(gone_within(pid, 3.0) for pid in below)
         deadline = time.monotonic() + 10
         while folder.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
