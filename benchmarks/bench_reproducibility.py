@@ -2,16 +2,16 @@
 
     .venv/bin/python benchmarks/bench_reproducibility.py [rounds]
 
-Each round, interleaved so that the machine's load hits both alike:
-  (a) the default comparison, `compare_runs(CompareOptions())`: 2 runs, each a new interpreter
-      (target: under 5 s); each child reports when torch was imported ("ready") and how long
-      each phase of its job took;
-  (b) the same two runs of the job in this process, which has already imported everything:
+Each round, interleaved so that the machine's load hits all alike:
+  (a) the default comparison, `compare_runs(CompareOptions())`: 2 runs, each forked from the
+      template interpreter (warm after the first round, which is left out);
+  (b) the same 2 runs, each a new interpreter (`launcher="interpreter"`): what (a) saves;
+  (c) the same two runs of the job in this process, which has already imported everything:
       what the comparison would cost without starting processes.
-The share spent starting processes is 1 - (b) / (a), from the medians; the children's own
-phase timings break it down (interpreter and torch import, the first calls' imports of
-torch._dynamo / torch._inductor, DataLoader workers, steps). The machine is shared and noisy:
-the load average is printed before and after, and the spread of the rounds with the medians.
+The shares are 1 - (c) / (a) and 1 - (c) / (b), from the medians; the forked runs' own phase
+timings break (a) down (start until "ready", the first calls' imports of torch._dynamo /
+torch._inductor, DataLoader workers, steps). The machine is shared and noisy: the load average
+is printed before and after, and the spread of the rounds with the medians.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from explorers.reproducibility import job  # noqa: E402
+from explorers.reproducibility import fresh, job  # noqa: E402
 from explorers.reproducibility.experiment import CompareOptions, compare_runs  # noqa: E402
 
-TARGET_S = 5.0
+TARGET_S = 3.0
 
 
 def in_this_process(config: job.JobConfig, runs: int) -> float:
@@ -44,35 +44,40 @@ def spread(values: list[float]) -> str:
 
 def main(rounds: int) -> None:
     options = CompareOptions()
+    request = {"config": options.job().as_dict()}
     print(f"cores {os.cpu_count()}, load average before {os.getloadavg()[0]:.1f}; {rounds} interleaved rounds")
     in_this_process(options.job(), 1)  # imports what the job's first calls import, once, outside the measurement
-    fresh, warm, starts, totals = [], [], [], []
+    compare_runs(options)  # starts the template
+    forked, interpreted, warm, starts, totals = [], [], [], [], []
     phases: dict[str, list[float]] = {}
     for _ in range(rounds):
         started = time.perf_counter()
         comparison = compare_runs(options)
-        fresh.append(time.perf_counter() - started)
+        forked.append(time.perf_counter() - started)
         assert comparison.bitwise_equal, "the default comparison must be bitwise equal"
         for run in comparison.runs:
+            assert run.launch == fresh.TEMPLATE_WARM, run.launch
             starts.append(run.start_s)
             totals.append(run.total_s)
             for phase, seconds in run.timings.items():
                 phases.setdefault(phase, []).append(seconds)
+        started = time.perf_counter()
+        fresh.run_fresh([request] * options.runs, launcher="interpreter")
+        interpreted.append(time.perf_counter() - started)
         warm.append(in_this_process(options.job(), options.runs))
-    fresh_s, warm_s = statistics.median(fresh), statistics.median(warm)
+    forked_s, interpreted_s, warm_s = (statistics.median(x) for x in (forked, interpreted, warm))
     print(f"load average after {os.getloadavg()[0]:.1f}")
     print(
-        f"(a) default comparison, 2 fresh processes: {spread(fresh)}; target < {TARGET_S:g} s: "
-        f"{'met' if fresh_s < TARGET_S else 'NOT met'}"
+        f"(a) default comparison, 2 runs forked from the template: {spread(forked)}; target < {TARGET_S:g} s: "
+        f"{'met' if forked_s < TARGET_S else 'NOT met'}"
     )
-    print(f"(b) the same 2 runs in this warm process:   {spread(warm)}")
-    print(f"share of (a) spent starting processes: 1 - b/a = {1 - warm_s / fresh_s:.0%}")
-    print("inside each child (median over runs and rounds):")
+    print(f"(b) the same 2 runs, each a new interpreter:           {spread(interpreted)}")
+    print(f"(c) the same 2 runs in this warm process:              {spread(warm)}")
+    print(f"(a) / (b) = {forked_s / interpreted_s:.2f}x")
+    print(f"share spent starting processes: (a) {1 - warm_s / forked_s:.0%}, (b) {1 - warm_s / interpreted_s:.0%}")
+    print("inside each forked run (median over runs and rounds):")
     start_s, total_s = statistics.median(starts), statistics.median(totals)
-    print(
-        f"  launch until torch imported ('ready'): {start_s:.2f} s of {total_s:.2f} s to the result "
-        f"({start_s / total_s:.0%})"
-    )
+    print(f"  fork until 'ready': {start_s:.3f} s of {total_s:.2f} s to the result ({start_s / total_s:.0%})")
     for phase, values in phases.items():
         print(f"  job phase {phase!r:>14}: {statistics.median(values):.3f} s")
 

@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from explorers.ddp.processes import (
     FORKSERVER_PRELOAD,
     Command,
     Rank,
+    do_nothing,
     forkserver_method,
     forkserver_running,
     rank_main,
@@ -94,7 +96,8 @@ def environment() -> dict[str, str]:
     return env
 
 
-def start(options: lab_options.DDPOptions) -> Launch:
+def start(options: lab_options.DDPOptions, report: Callable | None = None) -> Launch:
+    """The run's processes, started; `report(0, total)` is called while a cold forkserver imports, and may raise."""
     import torch.distributed as dist
 
     directory = Path(tempfile.mkdtemp(prefix="ddp-lab-"))
@@ -140,6 +143,8 @@ def start(options: lab_options.DDPOptions) -> Launch:
         if not forkserver_running():  # keep what others asked the shared forkserver to preload, add DDP's
             earlier = getattr(multiprocessing.forkserver._forkserver, "_preload_modules", None) or []
             context.set_forkserver_preload(list(dict.fromkeys([*earlier, *FORKSERVER_PRELOAD])))
+            if report is not None:
+                _start_forkserver_reporting(context, lambda: report(0, progress(launch, options)[1]))
         for rank in range(options.world_size):
             rank_env = env | {"RANK": str(rank), "LOCAL_RANK": str(rank)}
             process = context.Process(
@@ -156,6 +161,23 @@ def start(options: lab_options.DDPOptions) -> Launch:
     except BaseException:
         stop(launch)
         raise
+
+
+def _start_forkserver_reporting(context, report: Callable[[], None]) -> None:
+    """Start the forkserver (its first start imports torch and DDP's modules: seconds) from a thread, with a
+    process that does nothing, calling `report()` meanwhile: a cancel during the imports is then an exception
+    at the next report (polite: cleanup runs) instead of a kill. The forkserver goes on starting for the next run."""
+    starter = threading.Thread(target=_start_nothing, args=(context,), daemon=True, name="forkserver-start")
+    starter.start()
+    while starter.is_alive():
+        report()
+        starter.join(POLL_S)
+
+
+def _start_nothing(context) -> None:
+    process = context.Process(target=do_nothing, name=f"{WORKER_NAME}-ddp-forkserver-start", daemon=True)
+    process.start()
+    process.join()
 
 
 def progress(launch: Launch, options: lab_options.DDPOptions) -> tuple[int, int]:
@@ -267,7 +289,7 @@ def _silent_rank(launch: Launch, rank: int, options: lab_options.DDPOptions) -> 
 
 def run(options: lab_options.DDPOptions, report: Callable | None = None, timeout_s: float = RUN_TIMEOUT_S) -> dict:
     """Launch, wait, collect, and clean up whatever happens; the raw results (the file's format)."""
-    launch = start(options)
+    launch = start(options, report)
     try:
         finished_in_time = wait(launch, options, report, timeout_s)
         kill(launch)  # nothing is left running, and no rank is still writing, when the records are read

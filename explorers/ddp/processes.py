@@ -104,6 +104,10 @@ def forkserver_method() -> str:
     return results.FORKSERVER_WARM if "explorers.ddp.worker" in preloaded else results.FORKSERVER_SHARED
 
 
+def do_nothing() -> None:
+    """A process's whole work when it is started only to get the forkserver going (see launcher)."""
+
+
 def rank_main(env: dict[str, str], argv: list[str], log: str) -> None:
     """A rank, forked from the forkserver: the worker script's `main` with torchrun's variables set."""
     output = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -11,6 +11,8 @@ import multiprocessing.forkserver
 import multiprocessing.resource_tracker
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -22,6 +24,7 @@ from explorers import ddp
 from explorers.ddp import analysis, launcher, processes, schema
 from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S
 from explorers.engine import Cancelled
+from tests.unit.test_layout import ROOT
 
 TOLERANCE = 1e-5  # float32 gradients and parameters over a dozen steps
 
@@ -211,8 +214,8 @@ def test_a_cancelled_run_leaves_no_process_and_frees_its_port(monkeypatch):
     launches = []
     original = launcher.start
 
-    def remember(options):
-        launches.append(original(options))
+    def remember(options, report=None):
+        launches.append(original(options, report))
         return launches[-1]
 
     def cancel(done, total):  # as a page left mid-run: once some rank is up and has joined the rendezvous
@@ -225,6 +228,39 @@ def test_a_cancelled_run_leaves_no_process_and_frees_its_port(monkeypatch):
     (launch,) = launches
     assert all(not p.alive() for p in launch.processes) and not new_processes(before)
     assert port_is_free(launch.port) and not launch.directory.exists()
+
+
+COLD_CANCEL = """
+import pathlib, tempfile, time
+from explorers.ddp import launcher
+from explorers.ddp.options import DDPOptions
+
+class Leave(Exception):
+    pass
+
+started, reports = time.monotonic(), []
+
+def report(done, total):
+    reports.append(done)
+    if time.monotonic() - started > 0.5:
+        raise Leave
+
+try:
+    launcher.run(DDPOptions(), report)
+except Leave:
+    left = sorted(p.name for p in pathlib.Path(tempfile.gettempdir()).iterdir() if p.name.startswith("ddp-lab-"))
+    print(round(time.monotonic() - started, 2), len(reports), left)
+"""
+
+
+def test_a_cancel_while_a_cold_forkserver_imports_is_polite_and_cleans_up(tmp_path):
+    """In a new process the forkserver's first start imports torch and DDP's modules (seconds): progress is
+    reported meanwhile, so leaving takes effect at once, with cleanup, instead of waiting for the imports."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", COLD_CANCEL], cwd=ROOT, env=env, capture_output=True, text=True)
+    seconds, reports, left = done.stdout.split(maxsplit=2)
+    assert float(seconds) < 1.5 and int(reports) > 3, done.stdout + done.stderr[-2000:]
+    assert left.strip() == "[]"
 
 
 def test_the_hard_limit_kills_every_rank_and_says_so():
