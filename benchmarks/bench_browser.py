@@ -1,6 +1,7 @@
 """In Chromium: time from a slider notch to the lab's main figure showing the new value, against a trivial page.
 
     make bench
+    python benchmarks/bench_browser.py Reproducibility DDP   # these labs only
 
 The baseline is a one-slider Streamlit page that writes the value, served the same way and
 measured in the same run. Targets: the labs that answer in the engine's workers within 2x of it;
@@ -37,7 +38,7 @@ LABS = [  # page, slider, the main figure's selector, the target (times the triv
     ("Gradients", "Initial scale", CHART, "2x"),
     ("Serving", "Live traffic shift (std)", CHART, "2x"),
     ("Profiler", "Depth (layers)", CHART, "3s"),  # at its defaults
-    ("DDP", "Max steps", CHART, "2s"),  # 2 ranks, the default
+    ("DDP", "Dataset size", CHART, "2s"),  # 2 ranks, the default
     ("Reproducibility", "Steps", CHART, "3s"),  # 2 runs, the default
 ]
 SETTLED = "[data-testid='stApp'][data-test-script-state='notRunning']"
@@ -102,7 +103,7 @@ def main() -> None:
         baseline = statistics.median(trivial)
         print(f"trivial page: slider notch to new text {baseline * 1000:.0f} ms (median of {NOTCHES})")
         with streamlit_server() as (url, _):
-            for path, slider, selector, target in LABS:
+            for path, slider, selector, target in [lab for lab in LABS if lab[0] in (sys.argv[1:] or [lab[0]])]:
                 print(f"measuring {path} ...", flush=True)
                 times = measure(browser, f"{url}/{path}", slider, selector)
                 median = statistics.median(times)

@@ -324,6 +324,7 @@ class _Worker:
         self.ready = False
         self.code_version = code_version()  # forked now, it imports the lab modules as they are now
         self.job: _Job | None = None
+        self.last_experiment: tuple[str, str] | None = None  # (module, name) of its last run
         self.cancel_deadline: float | None = None
 
     def kill(self) -> None:
@@ -586,16 +587,20 @@ class Engine:
             self._changed.notify_all()
             return
         current = code_version()
-        for worker in list(self._workers):
-            if not (worker.ready and worker.job is None and self._queue):
-                continue
-            if worker.code_version != current:  # it may have imported the old code: start a fresh one
-                self._replace(worker, None)
-                continue
+        for worker in [w for w in self._workers if w.ready and w.job is None and w.code_version != current]:
+            self._replace(worker, None)  # it may have imported the old code: start a fresh one
+        unreachable: list[_Worker] = []  # a send failed: it may have died (its sentinel has it replaced)
+        while self._queue:
+            idle = [w for w in self._workers if w.ready and w.job is None and w not in unreachable]
+            if not idle:
+                break
             long_running = sum(1 for w in self._workers if w.job and w.job.long)
             job = scheduling.pick(self._queue, self._last_served, long_running, self.size)
             if job is None:  # only long runs wait, and they hold their share of the pool
                 break
+            # a worker that last ran this experiment is warm for it: its imports, a Reproducibility template,
+            # DDP's forkserver (a cold one costs seconds)
+            worker = next((w for w in idle if w.last_experiment == job.key[:2]), idle[0])
             self._queue.remove(job)
             self._turns += 1
             self._last_served[job.session] = self._turns
@@ -603,8 +608,10 @@ class Engine:
                 worker.conn.send(("run", job.id, job.fn, job.options))
             except Exception as error:  # unpicklable options, or the worker just died
                 self._finish(job, "failed", error=RunFailed(f"could not start the run: {error}"))
+                unreachable.append(worker)  # for this round
                 continue
             job.state, job.worker, worker.job = "running", worker, job
+            worker.last_experiment = job.key[:2]
             job.deadline = time.monotonic() + job.timeout_s
         self._changed.notify_all()
 

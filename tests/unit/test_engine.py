@@ -283,6 +283,20 @@ def test_runs_marked_long_leave_a_worker_for_a_short_one():
         pool.close()
 
 
+def test_a_run_goes_to_the_idle_worker_that_last_ran_its_experiment():
+    """Warm for it (imports, a Reproducibility template, DDP's forkserver), even when another worker comes first."""
+    pool = Engine(workers=2)
+    try:
+        wait_until(lambda: sum(w.ready for w in pool._workers) == 2, timeout_s=60)  # the blocker takes the first
+        blocker = pool.submit(sleep_without_reporting, 1.5, session="a")
+        wait_until(lambda: len(pool.busy_pids()) == 1, timeout_s=30)
+        first = pool.submit(pid, 1, session="b").result()  # the only idle worker: the second
+        blocker.result()
+        assert pool.submit(pid, 2, session="b").result() == first
+    finally:
+        pool.close()
+
+
 @pytest.mark.skipif(not Path("/proc/net/unix").exists(), reason="needs /proc/net/unix")
 def test_the_sweep_removes_what_dead_servers_left_and_nothing_live(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
