@@ -115,7 +115,7 @@ def number(text):
 # --- The claims ---------------------------------------------------------------------------------
 
 
-def padding_repeats_the_first_indices(runs):
+def test_padding_repeats_the_first_indices(runs):
     run = runs["padding"]
     line = sentence(lesson.explain(run), "^DistributedSampler: 10 samples")
     expected = shards(run.options)
@@ -130,7 +130,7 @@ def padding_repeats_the_first_indices(runs):
     assert "indices 0 (ranks 0 and 2), 1 (ranks 1 and 3) were trained on twice" in line
 
 
-def local_gradients_are_each_ranks_own_batch_gradient(runs):
+def test_local_gradients_are_each_ranks_own_batch_gradient(runs):
     run = runs["padding"]
     x, y = data(10, 0)
     for rank in run.ranks:
@@ -140,7 +140,7 @@ def local_gradients_are_each_ranks_own_batch_gradient(runs):
         assert torch.allclose(rank.local_grads[0], flat(p.grad for p in net.parameters()), atol=1e-6)
 
 
-def averaging_sentence_quotes_the_measured_gap(runs):
+def test_averaging_sentence_quotes_the_measured_gap(runs):
     run = runs["padding"]
     line = sentence(lesson.explain(run), "^After each step's all-reduce")
     gap = number(re.search(r"local gradients to (\S+?):", line).group(1))
@@ -154,7 +154,7 @@ def averaging_sentence_quotes_the_measured_gap(runs):
     assert gap == pytest.approx(measured, rel=0.06) and measured < 1e-6
 
 
-def single_process_matches_to_float_tolerance(runs):
+def test_single_process_matches_to_float_tolerance(runs):
     run = runs["padding"]
     line = sentence(lesson.explain(run), "^One process trained on the same combined batches")
     quoted = number(re.search(r"within \*\*(\S+)\*\*", line).group(1))
@@ -176,7 +176,7 @@ def single_process_matches_to_float_tolerance(runs):
     assert run.ranks[0].final_param_sum == pytest.approx(float(ddp_params.sum()), abs=1e-5)
 
 
-def effective_batch_is_spelled_out(runs):
+def test_effective_batch_is_spelled_out(runs):
     run = runs["padding"]
     line = sentence(lesson.explain(run), "^Effective batch")
     per_step = []
@@ -187,7 +187,7 @@ def effective_batch_is_spelled_out(runs):
     assert "2 per rank × 4 ranks × 1 accumulation = **8** samples" in line and "had 8, 4, 8, 4" in line
 
 
-def without_set_epoch_every_epoch_repeats_its_order(runs):
+def test_without_set_epoch_every_epoch_repeats_its_order(runs):
     run = runs["accumulation"]
     line = sentence(lesson.explain(run), "^Without set_epoch")
     order = shards(run.options, 0)[0]  # the sampler's epoch stays 0 when nobody calls set_epoch
@@ -197,7 +197,7 @@ def without_set_epoch_every_epoch_repeats_its_order(runs):
     assert list(run.ranks[0].sampler_orders[1]) == order
 
 
-def set_epoch_reshuffles(runs):
+def test_set_epoch_reshuffles(runs):
     run = runs["set_epoch"]
     line = sentence(lesson.explain(run), "^set_epoch reshuffled")
     first, second = shards(run.options, 0)[0], shards(run.options, 1)[0]
@@ -206,7 +206,7 @@ def set_epoch_reshuffles(runs):
     assert [list(o) for o in run.ranks[0].sampler_orders] == [first, second]
 
 
-def no_sync_communicates_once_per_k(runs):
+def test_no_sync_communicates_once_per_k(runs):
     run = runs["accumulation"]
     line = sentence(lesson.explain(run), "^Rank 0 trained on")
     samples = math.ceil(9 / 2)  # the sampler pads to 5 per rank
@@ -216,7 +216,7 @@ def no_sync_communicates_once_per_k(runs):
     assert f"the other {micro - synced} accumulated into the local `.grad` without communicating" in line
 
 
-def buckets_follow_ddps_size_rule(runs):
+def test_buckets_follow_ddps_size_rule(runs):
     run = runs["accumulation"]
     line = sentence(lesson.explain(run), "^bucket_cap_mb=")
     cap = int(0.00005 * 2**20)  # DDP reads bucket_cap_mb in MiB
@@ -232,7 +232,7 @@ def buckets_follow_ddps_size_rule(runs):
     assert "made 3 all-reduce calls (68 B, 64 B, 512 B)" in line
 
 
-def join_shadows_the_missing_steps(runs):
+def test_join_shadows_the_missing_steps(runs):
     run = runs["join"]
     line = sentence(lesson.explain(run), "^With Join every rank finished")
     sizes = [len(range(r, 9, 2)) for r in range(2)]  # the strided shards: 5 and 4 samples
@@ -246,7 +246,7 @@ def join_shadows_the_missing_steps(runs):
     )
 
 
-def without_join_collectives_pair_by_order_then_time_out(runs):
+def test_without_join_collectives_pair_by_order_then_time_out(runs):
     run = runs["no_join"]
     lines = lesson.explain(run)
     # Rank 0 has 3 batches per epoch, rank 1 two: their n-th all-reduces, listed here by hand.
@@ -263,7 +263,7 @@ def without_join_collectives_pair_by_order_then_time_out(runs):
     assert run.outcome == "failed"
 
 
-def timing_sentence_adds_up(runs):
+def test_timing_sentence_adds_up(runs):
     run = runs["padding"]
     line = sentence(lesson.explain(run), "^Of the run's")
     total, launch, share = re.search(r"run's (\S+) s, starting the processes took (\S+) s \(\*\*(\d+)%", line).groups()
@@ -274,7 +274,7 @@ def timing_sentence_adds_up(runs):
     assert int(share) == round(100 * slowest / (run.launch_ended_at - start))
 
 
-def prediction_evidence_is_this_runs_sampler(runs):
+def test_prediction_evidence_is_this_runs_sampler(runs):
     run = runs["padding"]
     prediction = card.padding_prediction(run)
     orders = shards(run.options)
@@ -284,7 +284,7 @@ def prediction_evidence_is_this_runs_sampler(runs):
         assert f"rank {r}: {order}" in prediction.evidence
 
 
-def answer_card_quotes_the_run(runs):
+def test_answer_card_quotes_the_run(runs):
     run = runs["padding"]
     evidence = card.answer_card(run).evidence
     assert "Padded indices: 0, 1." in evidence and "Effective batch 8; the steps had 8, 4, 8, 4 samples." in evidence
@@ -292,7 +292,7 @@ def answer_card_quotes_the_run(runs):
     assert f"Against one process on the combined batches: {units.sci(run.single_process_max_diff)}" in evidence
 
 
-def torchrun_runs_the_same_script_to_the_same_result(runs):
+def test_torchrun_runs_the_same_script_to_the_same_result(runs):
     ours, theirs = runs["default"], runs["torchrun"]
     assert theirs.launcher == "torchrun" and theirs.outcome == "finished"
     assert [r.indices for r in ours.ranks] == [r.indices for r in theirs.ranks]
@@ -301,30 +301,6 @@ def torchrun_runs_the_same_script_to_the_same_result(runs):
             assert torch.allclose(a.synced_grads[s], b.synced_grads[s], atol=1e-6)
     assert theirs.single_process_max_diff < TOLERANCE
     assert "torchrun's agent" in sentence(lesson.explain(theirs), "^Of the run's")
-
-
-CLAIMS = [
-    pytest.param(padding_repeats_the_first_indices, id="padding-repeats-first-indices"),
-    pytest.param(local_gradients_are_each_ranks_own_batch_gradient, id="local-gradients-are-real"),
-    pytest.param(averaging_sentence_quotes_the_measured_gap, id="averaged-gradient"),
-    pytest.param(single_process_matches_to_float_tolerance, id="single-process-equivalence"),
-    pytest.param(effective_batch_is_spelled_out, id="effective-batch"),
-    pytest.param(without_set_epoch_every_epoch_repeats_its_order, id="no-set-epoch-same-order"),
-    pytest.param(set_epoch_reshuffles, id="set-epoch-reshuffles"),
-    pytest.param(no_sync_communicates_once_per_k, id="no-sync-once-per-k"),
-    pytest.param(buckets_follow_ddps_size_rule, id="bucket-sizes"),
-    pytest.param(join_shadows_the_missing_steps, id="join-shadows"),
-    pytest.param(without_join_collectives_pair_by_order_then_time_out, id="no-join-timeout"),
-    pytest.param(timing_sentence_adds_up, id="launch-share"),
-    pytest.param(prediction_evidence_is_this_runs_sampler, id="predict-evidence"),
-    pytest.param(answer_card_quotes_the_run, id="answer-card-evidence"),
-    pytest.param(torchrun_runs_the_same_script_to_the_same_result, id="torchrun-same-result"),
-]
-
-
-@pytest.mark.parametrize("claim", CLAIMS)
-def test_claim(claim, runs):
-    claim(runs)
 
 
 # --- Issue 18: every sentence has a witness (settings other than the findings') -------------------------------

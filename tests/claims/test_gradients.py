@@ -87,7 +87,7 @@ def lab(scenario, **changes):
 # --- The claims -----------------------------------------------------------------------------------
 
 
-def detached_branch_gets_none_and_the_cut_is_named():
+def test_detached_branch_gets_none_and_the_cut_is_named():
     _, run = lab("detached")
     lines = lesson.explain(run)
     status = sentence(lines, r"^Of \d+ trainable")
@@ -107,7 +107,7 @@ def detached_branch_gets_none_and_the_cut_is_named():
     assert bw.grad is not None and bw.grad.abs().sum() > 0
 
 
-def argmax_cuts_the_path_before_it():
+def test_argmax_cuts_the_path_before_it():
     _, run = lab("argmax")
     broken = sentence(lesson.explain(run), r"read by the forward pass, yet")
     params, _, x, y = draw([(16, 8), (16,), (4, 16), (4,), (4, 1)])
@@ -119,7 +119,7 @@ def argmax_cuts_the_path_before_it():
     assert "`encoder.weight`, `encoder.bias`, `scorer.weight` and 1 more" in broken and "`argmax` (×1)" in broken
 
 
-def unused_layer_stays_none():
+def test_unused_layer_stays_none():
     _, run = lab("unused")
     line = sentence(lesson.explain(run), "no operation of the forward pass")
     params, _, x, y = draw([(16, 8), (16,), (16, 16), (16,), (1, 16), (1,)])
@@ -129,7 +129,7 @@ def unused_layer_stays_none():
     assert line.startswith("`skip.weight`, `skip.bias`:")
 
 
-def frozen_encoder_is_none_by_design():
+def test_frozen_encoder_is_none_by_design():
     _, run = lab("frozen")
     lines = lesson.explain(run)
     line = sentence(lines, "requires_grad=False: autograd")
@@ -142,7 +142,7 @@ def frozen_encoder_is_none_by_design():
     assert "2 more are frozen" in sentence(lines, r"^Of \d+ trainable")
 
 
-def in_place_error_is_pytorchs_own_and_backward_stopped_partway():
+def test_in_place_error_is_pytorchs_own_and_backward_stopped_partway():
     _, run = lab("inplace")
     line = sentence(lesson.explain(run), "raised PyTorch's own error")
     quoted = re.search(r"\*(.+)\*", line).group(1)
@@ -157,7 +157,7 @@ def in_place_error_is_pytorchs_own_and_backward_stopped_partway():
     assert "already written gradients into `fc2.weight`, `fc2.bias`" in line
 
 
-def dead_relus_pass_back_exactly_zero():
+def test_dead_relus_pass_back_exactly_zero():
     _, run = lab("dead_relu")
     line = sentence(lesson.explain(run), "Dead ReLUs")
     params, _, x, y = draw([(16, 8), (16,), (16, 16), (16,), (1, 16), (1,)])
@@ -179,7 +179,7 @@ def dead_relus_pass_back_exactly_zero():
     assert "`0.weight`, `0.bias`, `2.weight` and 2 more got a gradient of **exactly 0**" in line
 
 
-def vanishing_ratio_and_per_layer_factor():
+def test_vanishing_ratio_and_per_layer_factor():
     options, run = lab("vanishing")
     line = sentence(lesson.explain(run), "^Vanishing")
     ratio, factor = re.search(
@@ -193,7 +193,7 @@ def vanishing_ratio_and_per_layer_factor():
     assert f"over {options.depth - 1} steps ({options.depth} layers)" in line
 
 
-def exploding_names_the_largest_layer_and_the_loss():
+def test_exploding_names_the_largest_layer_and_the_loss():
     options, run = lab("exploding")
     line = sentence(lesson.explain(run), "^Exploding")
     layer, norm, times, loss = re.search(
@@ -212,7 +212,7 @@ def exploding_names_the_largest_layer_and_the_loss():
     assert f"{sum(n > 1e3 for n in norms)} layers with a gradient norm above 1e+03" in line
 
 
-def healthy_has_no_findings_and_a_balanced_ratio():
+def test_healthy_has_no_findings_and_a_balanced_ratio():
     options, run = lab("healthy")
     line = sentence(lesson.explain(run), "^No findings")
     ratio = re.search(r"norm is (\S+)× the last", line).group(1)
@@ -222,7 +222,7 @@ def healthy_has_no_findings_and_a_balanced_ratio():
     assert number(ratio) == pytest.approx(grad_norm(params[0]) / grad_norm(params[-2]), rel=0.05)
 
 
-def broken_graph_stays_none_at_every_scale():
+def test_broken_graph_stays_none_at_every_scale():
     options = GradientsOptions.for_scenario("detached")
     run = gradients.scenario_run(options)
     lines = lesson.explain(run, sweep=gradients.scale_sweep(options))
@@ -236,7 +236,7 @@ def broken_graph_stays_none_at_every_scale():
     assert line.startswith("At init scales 0.5, 1, 2, `branch.bias`, `branch.weight`")
 
 
-def vanishing_norm_moves_with_the_scale():
+def test_vanishing_norm_moves_with_the_scale():
     options = GradientsOptions.for_scenario("vanishing")
     run = gradients.scenario_run(options)
     line = sentence(lesson.explain(run, sweep=gradients.scale_sweep(options)), "this finite norm moved with the scale")
@@ -247,7 +247,7 @@ def vanishing_norm_moves_with_the_scale():
         assert number(text) == pytest.approx(grad_norm(*params[:2]), rel=0.05)
 
 
-def forgetting_zero_grad_sums_the_batches():
+def test_forgetting_zero_grad_sums_the_batches():
     options, run = lab("no_zero_grad")
     lines = lesson.explain(run)
     growth_line = sentence(lines, "Without `zero_grad`")
@@ -274,7 +274,7 @@ def forgetting_zero_grad_sums_the_batches():
     assert f"after {options.k} batches" in growth_line
 
 
-def clipping_scales_everything_by_one_factor():
+def test_clipping_scales_everything_by_one_factor():
     options = GradientsOptions.for_scenario("exploding", max_norm=0.5)
     run = gradients.scenario_run(options)
     line = sentence(lesson.explain(run, clipping=gradients.clip_once(options)), "scaled the total norm")
@@ -296,7 +296,7 @@ def clipping_scales_everything_by_one_factor():
     assert ratio_before == ratio_after
 
 
-def clipping_below_max_norm_changes_nothing():
+def test_clipping_below_max_norm_changes_nothing():
     options = GradientsOptions.for_scenario("vanishing")
     run = gradients.scenario_run(options)
     line = sentence(lesson.explain(run, clipping=gradients.clip_once(options)), "left every gradient")
@@ -307,7 +307,7 @@ def clipping_below_max_norm_changes_nothing():
     assert value < options.max_norm and number(total.rstrip(",")) == pytest.approx(value, rel=0.05)
 
 
-def clipped_training_stays_finite_where_plain_training_blows_up():
+def test_clipped_training_stays_finite_where_plain_training_blows_up():
     options = GradientsOptions.for_scenario("exploding")
     run = gradients.scenario_run(options)
     line = sentence(lesson.explain(run, training=gradients.clipped_training(options)), "^Training the exploding case")
@@ -342,7 +342,7 @@ def clipped_training_stays_finite_where_plain_training_blows_up():
     assert number(clipped_end) == pytest.approx(clipped[-1], rel=0.05)
 
 
-def answer_card_evidence_quotes_this_runs_ratio():
+def test_answer_card_evidence_quotes_this_runs_ratio():
     options, run = lab("vanishing")
     card = gradients_card.answer_card(run)
     ratio = re.search(r"First/last layer weight gradient norm: (\S+) \(`0` vs `14`\)", card.evidence).group(1)
@@ -350,31 +350,6 @@ def answer_card_evidence_quotes_this_runs_ratio():
     mse(stack_forward(params, x, torch.sigmoid), y).backward()
     assert number(ratio) == pytest.approx(grad_norm(params[0]) / grad_norm(params[-2]), rel=0.05)
     assert "**16** a finite, non-zero gradient" in card.evidence
-
-
-CLAIMS = [
-    pytest.param(detached_branch_gets_none_and_the_cut_is_named, id="detach-gives-none-and-names-the-cut"),
-    pytest.param(argmax_cuts_the_path_before_it, id="argmax-cuts-the-path"),
-    pytest.param(unused_layer_stays_none, id="unused-layer-none"),
-    pytest.param(frozen_encoder_is_none_by_design, id="frozen-none-by-design"),
-    pytest.param(in_place_error_is_pytorchs_own_and_backward_stopped_partway, id="in-place-error-text"),
-    pytest.param(dead_relus_pass_back_exactly_zero, id="dead-relu-exact-zero"),
-    pytest.param(vanishing_ratio_and_per_layer_factor, id="vanishing-ratio"),
-    pytest.param(exploding_names_the_largest_layer_and_the_loss, id="exploding-largest-layer"),
-    pytest.param(healthy_has_no_findings_and_a_balanced_ratio, id="healthy-no-findings"),
-    pytest.param(broken_graph_stays_none_at_every_scale, id="none-at-every-scale"),
-    pytest.param(vanishing_norm_moves_with_the_scale, id="finite-norm-moves-with-scale"),
-    pytest.param(forgetting_zero_grad_sums_the_batches, id="zero-grad-accumulation"),
-    pytest.param(clipping_scales_everything_by_one_factor, id="clipping-keeps-the-ratio"),
-    pytest.param(clipping_below_max_norm_changes_nothing, id="clipping-below-max-norm"),
-    pytest.param(clipped_training_stays_finite_where_plain_training_blows_up, id="clipped-training"),
-    pytest.param(answer_card_evidence_quotes_this_runs_ratio, id="answer-card-evidence"),
-]
-
-
-@pytest.mark.parametrize("claim", CLAIMS)
-def test_claim(claim):
-    claim()
 
 
 # --- Issue 18: every sentence has a witness (settings other than the ones quoted in the findings) ---------------

@@ -14,7 +14,6 @@ import dataclasses
 import gc
 import re
 import weakref
-from functools import partial
 
 import pytest
 import torch
@@ -180,7 +179,8 @@ def bold(text: str) -> list[str]:
 # --- Claims -----------------------------------------------------------------------------------
 
 
-def categories_to_the_byte(optimizer: str):
+@pytest.mark.parametrize("optimizer", OPTIMIZERS)
+def test_categories_to_the_byte(optimizer: str):
     options = MemoryOptions(width=64, depth=2, batch_size=8, optimizer=optimizer)
     lines, _, _ = lab_lines(options, sweep=False)
     parameters, gradients, state, activations = bold(sentence(lines, "^Parameters"))
@@ -201,7 +201,7 @@ def categories_to_the_byte(optimizer: str):
     assert activations == format_bytes(count_saved(options, 8)[0])
 
 
-def activations_leave_out_the_batch():
+def test_activations_leave_out_the_batch():
     options = MemoryOptions()
     lines, point, _ = lab_lines(options, sweep=False)
     activations, weight_copies = count_saved(options, 64)
@@ -210,7 +210,7 @@ def activations_leave_out_the_batch():
     assert f"**{format_bytes(64 * 256 * 4)}** of input" in sentence(lines, "batch itself")
 
 
-def bf16_weight_copies_shown_apart_and_batch_independent():
+def test_bf16_weight_copies_shown_apart_and_batch_independent():
     options = MemoryOptions(width=96, depth=3, precision="bf16", batch_size=8)
     lines, point, _ = lab_lines(options)
     copies_small, copies_large = count_saved(options, 5)[1], count_saved(options, 40)[1]
@@ -220,7 +220,7 @@ def bf16_weight_copies_shown_apart_and_batch_independent():
     assert point.result.activations == count_saved(options, 8)[0]
 
 
-def bf16_growth_is_proportional():
+def test_bf16_growth_is_proportional():
     options = MemoryOptions(width=96, depth=3, precision="bf16", batch_size=8)
     lines, _, points = lab_lines(options)
     measured = [p for p in points if p.measured]
@@ -230,7 +230,7 @@ def bf16_growth_is_proportional():
     assert re.search(rf"grew {large // small}x: in proportion to the batch", sentence(lines, "grew"))
 
 
-def cnn_growth_is_proportional_within_one_percent():
+def test_cnn_growth_is_proportional_within_one_percent():
     options = MemoryOptions(preset="cnn", width=16, depth=2, batch_size=4)
     lines, _, points = lab_lines(options)
     measured = [p for p in points if p.measured]
@@ -241,7 +241,21 @@ def cnn_growth_is_proportional_within_one_percent():
     assert "in proportion to the batch" in sentence(lines, "grew")
 
 
-def closed_form_is_exact(overrides: dict):
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"preset": "mlp"},
+        {"preset": "mlp", "precision": "bf16"},
+        {"preset": "mlp", "precision": "fp16", "checkpointing": True},
+        {"preset": "mlp", "precision": "bf16", "checkpointing": True},
+        {"preset": "cnn", "width": 16},
+        {"preset": "cnn", "width": 16, "checkpointing": True},
+        {"preset": "transformer", "checkpointing": True},
+        {"preset": "transformer", "checkpointing": True, "precision": "bf16"},
+    ],
+    ids=lambda o: "-".join(map(str, o.values())),
+)
+def test_closed_form_is_exact(overrides: dict):
     options = MemoryOptions(**{"width": 48, "depth": 3, "batch_size": 8, "seq_len": 16, "heads": 4, **overrides})
     lines, point, _ = lab_lines(options, sweep=False)
     activations = count_saved(options, 8)[0]
@@ -249,12 +263,12 @@ def closed_form_is_exact(overrides: dict):
     assert "predicts exactly what was measured" in sentence(lines, "closed form")
 
 
-def transformer_checkpointing_keeps_depth_boundaries():
+def test_transformer_checkpointing_keeps_depth_boundaries():
     options = MemoryOptions(preset="transformer", width=48, depth=3, seq_len=16, heads=4, checkpointing=True)
     assert count_saved(options, 8)[0] == 3 * 8 * 16 * 48 * 4  # d boundaries: inputs of blocks 2..d, the output
 
 
-def bf16_checkpointing_keeps_two_byte_boundaries():
+def test_bf16_checkpointing_keeps_two_byte_boundaries():
     options = MemoryOptions(width=48, depth=3, precision="bf16", checkpointing=True)
     assert count_saved(options, 8)[0] == 3 * 8 * 48 * 2 + 8 * 4  # bf16 block outputs, the loss's fp32 output
 
@@ -274,7 +288,7 @@ def per_score_bytes(options: MemoryOptions, batch: int) -> float:
     return fitted_terms(options, batch)[1]
 
 
-def published_formula_gap_split_from_two_lengths():
+def test_published_formula_gap_split_from_two_lengths():
     options = MemoryOptions(preset="transformer", width=64, depth=2, seq_len=32, heads=4, batch_size=4)
     lines, _, _ = lab_lines(options, sweep=False)
     d, b, s, h, a = 2, 4, 32, 64, 4
@@ -289,7 +303,7 @@ def published_formula_gap_split_from_two_lengths():
     assert format_bytes((per_score - 9) * a * s * s * b * d) in split
 
 
-def published_formula_at_sixteen_bits():
+def test_published_formula_at_sixteen_bits():
     options = MemoryOptions(preset="transformer", width=64, depth=2, seq_len=32, heads=4, batch_size=4)
     options = dataclasses.replace(options, precision="bf16")
     lines, _, _ = lab_lines(options, sweep=False)
@@ -304,7 +318,7 @@ def published_formula_at_sixteen_bits():
     assert f"{per_score:.3g} bytes per attention score (the formula: 5)" in split
 
 
-def attention_is_recorded_op_by_op_on_the_cpu():
+def test_attention_is_recorded_op_by_op_on_the_cpu():
     options = MemoryOptions(preset="transformer", width=64, depth=2, seq_len=32, heads=4, batch_size=4)
     lines, _, _ = lab_lines(options, sweep=False)
     names = graph_node_names(options, 4)
@@ -316,7 +330,7 @@ def attention_is_recorded_op_by_op_on_the_cpu():
     assert not any("is fused" in line or "fused into" in line for line in lines)
 
 
-def peak_breakdown_separates_state_from_step_temporaries():
+def test_peak_breakdown_separates_state_from_step_temporaries():
     options = MemoryOptions()
     lines, point, _ = lab_lines(options, sweep=False)
     model, x = hand_built(options, 64)
@@ -331,7 +345,7 @@ def peak_breakdown_separates_state_from_step_temporaries():
     assert point.result.first_step.peak == peaks[0]
 
 
-def steady_step_stacks_state_on_the_passes():
+def test_steady_step_stacks_state_on_the_passes():
     options = MemoryOptions(batch_size=1024)
     lines, point, _ = lab_lines(options, sweep=False)
     first, second, third = tracked_peaks(options, 1024)
@@ -342,7 +356,7 @@ def steady_step_stacks_state_on_the_passes():
     assert f"is {format_bytes(second - first)} above step 1's" in sentence(lines, "^From step 2")
 
 
-def default_steady_peak_is_the_optimizer_step():
+def test_default_steady_peak_is_the_optimizer_step():
     options = MemoryOptions()
     lines, point, points = lab_lines(options)
     whole = tracked_peaks(options, 64)
@@ -357,7 +371,7 @@ def default_steady_peak_is_the_optimizer_step():
     assert 20 * largest < 24 * 2**30 and "all far below the 24 GiB device" in sweep.layout.title.text
 
 
-def categories_never_all_alive_at_once():
+def test_categories_never_all_alive_at_once():
     options = MemoryOptions(batch_size=1024)
     lines, _, _ = lab_lines(options, sweep=False)
     model, x = hand_built(options, 1024)
@@ -372,7 +386,7 @@ def categories_never_all_alive_at_once():
     assert f"gradients {format_bytes(head_gradients)} of {format_bytes(parameters)}" in line
 
 
-def sgd_steps_repeat():
+def test_sgd_steps_repeat():
     options = MemoryOptions(optimizer="sgd")
     lines, _, _ = lab_lines(options, sweep=False)
     peaks = tracked_peaks(options, 64)
@@ -381,7 +395,7 @@ def sgd_steps_repeat():
     sentence(lines, "no optimizer state, step 2 holds what step 1 held")
 
 
-def accumulation_names_the_micro_batch():
+def test_accumulation_names_the_micro_batch():
     options = MemoryOptions(accumulation=4)
     lines, _, _ = lab_lines(options, sweep=False)
     activations = count_saved(options, 16)[0]
@@ -390,7 +404,7 @@ def accumulation_names_the_micro_batch():
     assert "at batch 64" not in " ".join(lines)
 
 
-def gradients_stay_alive_between_micro_batches():
+def test_gradients_stay_alive_between_micro_batches():
     model, x = hand_built(MemoryOptions(width=64, depth=2), 8)
     model(x).pow(2).mean().backward()
     first = [p.grad for p in model.parameters()]
@@ -398,13 +412,13 @@ def gradients_stay_alive_between_micro_batches():
     assert all(g is p.grad for g, p in zip(first, model.parameters(), strict=True))  # accumulated in place
 
 
-def accumulation_edge_counts_real_samples():
+def test_accumulation_edge_counts_real_samples():
     options = MemoryOptions(batch_size=2, accumulation=16, width=64, depth=2)
     lines, _, _ = lab_lines(options, sweep=False)
     assert "micro-batch of 1 (16 of them, 16 samples, per optimizer step)" in sentence(lines, "accumulation steps")
 
 
-def later_micro_batches_repeat_the_second():
+def test_later_micro_batches_repeat_the_second():
     options = MemoryOptions(width=128, depth=2, batch_size=256, accumulation=4)
     two, four = tracked_peaks(options, 64, micro_batches=2), tracked_peaks(options, 64, micro_batches=4)
     assert two[1] == four[1]
@@ -415,7 +429,7 @@ def later_micro_batches_repeat_the_second():
     assert "first two of the 4 micro-batches of a step" in sentence(lines, "accumulation steps")
 
 
-def estimates_are_labelled_estimated_in_scaling_units():
+def test_estimates_are_labelled_estimated_in_scaling_units():
     options = MemoryOptions(width=4096, depth=8, batch_size=65536)
     lines, point, _ = lab_lines(options, sweep=False)
     with FakeTensorMode():
@@ -428,7 +442,7 @@ def estimates_are_labelled_estimated_in_scaling_units():
     assert "measured" not in first and not re.search(r"\d,\d{3}\.\d+ MiB", " ".join(lines))
 
 
-def budgets_are_gibibytes():
+def test_budgets_are_gibibytes():
     options = MemoryOptions(width=4096, depth=8, budget_gb=8)
     row = next(row for row in lab.remedies_table(options) if row["remedy"] == "as configured")
     largest = int(row["largest power-of-two batch"].replace(",", ""))  # below the grid's top: a plain number
@@ -444,7 +458,7 @@ def budgets_are_gibibytes():
     assert figure.layout.yaxis.title.text == "GiB" and set(line.y) == {8.0}
 
 
-def doubling_evidence_matches():
+def test_doubling_evidence_matches():
     options = MemoryOptions(width=64, depth=2, batch_size=32)
     _, _, points = lab_lines(options)
     evidence = lesson.doubling_evidence(points, 32)
@@ -452,7 +466,7 @@ def doubling_evidence_matches():
     assert f"activations ×{ratio:.2f}" in evidence and evidence.startswith("Measured just now")
 
 
-def evaluation_loop_keeps_every_steps_activations():
+def test_evaluation_loop_keeps_every_steps_activations():
     curves = lab.retention(steps=4)
     training_item, training_sum, evaluation_item, evaluation = curves.values()
     assert len(set(training_item)) == len(set(training_sum)) == len(set(evaluation_item)) == 1
@@ -460,61 +474,14 @@ def evaluation_loop_keeps_every_steps_activations():
     assert [b - a for a, b in zip(evaluation, evaluation[1:], strict=False)] == [kept] * 3
 
 
-def no_weight_copies_sentence_where_none_are_saved(overrides: dict):
+@pytest.mark.parametrize(
+    "overrides", [{}, {"precision": "bf16", "checkpointing": True}], ids=["fp32", "bf16-checkpointing"]
+)
+def test_no_weight_copies_sentence_where_none_are_saved(overrides: dict):
     options = MemoryOptions(width=64, depth=2, batch_size=8, **overrides)
     lines, _, _ = lab_lines(options, sweep=False)
     assert count_saved(options, 8)[1] == 0
     assert not any("copies of the weights" in line for line in lines)
-
-
-CLAIMS = [
-    *(pytest.param(partial(categories_to_the_byte, o), id=f"categories-to-the-byte-{o}") for o in OPTIMIZERS),
-    pytest.param(activations_leave_out_the_batch, id="activations-leave-out-the-batch"),
-    pytest.param(bf16_weight_copies_shown_apart_and_batch_independent, id="bf16-weight-copies-apart"),
-    pytest.param(bf16_growth_is_proportional, id="bf16-growth-proportional"),
-    pytest.param(cnn_growth_is_proportional_within_one_percent, id="cnn-growth-proportional"),
-    *(
-        pytest.param(partial(closed_form_is_exact, o), id="closed-form-exact-" + "-".join(map(str, o.values())))
-        for o in (
-            {"preset": "mlp"},
-            {"preset": "mlp", "precision": "bf16"},
-            {"preset": "mlp", "precision": "fp16", "checkpointing": True},
-            {"preset": "mlp", "precision": "bf16", "checkpointing": True},
-            {"preset": "cnn", "width": 16},
-            {"preset": "cnn", "width": 16, "checkpointing": True},
-            {"preset": "transformer", "checkpointing": True},
-            {"preset": "transformer", "checkpointing": True, "precision": "bf16"},
-        )
-    ),
-    pytest.param(transformer_checkpointing_keeps_depth_boundaries, id="transformer-checkpoint-d-boundaries"),
-    pytest.param(bf16_checkpointing_keeps_two_byte_boundaries, id="bf16-checkpoint-2-byte-boundaries"),
-    pytest.param(published_formula_gap_split_from_two_lengths, id="published-formula-gap-split"),
-    pytest.param(published_formula_at_sixteen_bits, id="published-formula-at-16-bits"),
-    pytest.param(attention_is_recorded_op_by_op_on_the_cpu, id="attention-unfused-on-cpu"),
-    pytest.param(peak_breakdown_separates_state_from_step_temporaries, id="peak-state-apart-from-temporaries"),
-    pytest.param(steady_step_stacks_state_on_the_passes, id="steady-step-stacks"),
-    pytest.param(default_steady_peak_is_the_optimizer_step, id="default-peak-is-the-optimizer-step"),
-    pytest.param(categories_never_all_alive_at_once, id="categories-never-all-alive"),
-    pytest.param(sgd_steps_repeat, id="sgd-steps-repeat"),
-    pytest.param(accumulation_names_the_micro_batch, id="accumulation-names-the-micro-batch"),
-    pytest.param(gradients_stay_alive_between_micro_batches, id="gradients-alive-between-micro-batches"),
-    pytest.param(accumulation_edge_counts_real_samples, id="accumulation-edge-samples"),
-    pytest.param(later_micro_batches_repeat_the_second, id="later-micro-batches-repeat"),
-    pytest.param(estimates_are_labelled_estimated_in_scaling_units, id="estimates-labelled-estimated"),
-    pytest.param(budgets_are_gibibytes, id="budgets-in-GiB"),
-    pytest.param(doubling_evidence_matches, id="doubling-evidence"),
-    pytest.param(evaluation_loop_keeps_every_steps_activations, id="evaluation-loop-retention"),
-    pytest.param(partial(no_weight_copies_sentence_where_none_are_saved, {}), id="no-weight-copies-at-fp32"),
-    pytest.param(
-        partial(no_weight_copies_sentence_where_none_are_saved, {"precision": "bf16", "checkpointing": True}),
-        id="no-weight-copies-under-checkpointing",
-    ),
-]
-
-
-@pytest.mark.parametrize("claim", CLAIMS)
-def test_claim(claim):
-    claim()
 
 
 # --- Issue 18: every sentence has a witness ------------------------------------------------------

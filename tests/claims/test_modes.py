@@ -1,6 +1,6 @@
 """The Modes lab's claims: every sentence and mark it shows, checked by independent torch code.
 
-Each row of CLAIMS is one claim at one setting. Its check asks the lab (the public experiment,
+Each test is one claim, at one or more settings. It asks the lab (the public experiment,
 lesson and figures) for what it says, computes the fact with plain torch written here, never
 with the explorer's helpers, and asserts the lab says exactly that, and nothing that does not
 apply. The settings include the defaults and the edges: p = 0 and p at its maximum, the
@@ -130,7 +130,8 @@ def grid_marks(grid) -> dict[str, list[str]]:
 # Claims about the lab's own model.
 
 
-def train_no_grad_sentence(options: ModesOptions) -> None:
+@pytest.mark.parametrize("options", list(EDGES.values()), ids=list(EDGES))
+def test_train_no_grad_sentence(options: ModesOptions) -> None:
     text = line(lab_lines(options), "`train()` + `no_grad`")
     with torch.no_grad():
         model, x = lab_model(options)
@@ -149,7 +150,8 @@ def train_no_grad_sentence(options: ModesOptions) -> None:
     assert torch.equal(*masks) and "exactly as under `enable_grad`" in text
 
 
-def eval_enable_grad_sentence(options: ModesOptions) -> None:
+@pytest.mark.parametrize("options", list(EDGES.values()), ids=list(EDGES))
+def test_eval_enable_grad_sentence(options: ModesOptions) -> None:
     text = line(lab_lines(options), "`eval()` + `enable_grad`")
     model, x = lab_model(options)
     assert model.eval()(x).grad_fn is not None
@@ -167,7 +169,8 @@ def eval_enable_grad_sentence(options: ModesOptions) -> None:
     )
 
 
-def saved_bytes_bars(options: ModesOptions) -> None:
+@pytest.mark.parametrize("options", list(EDGES.values()), ids=list(EDGES))
+def test_saved_bytes_bars(options: ModesOptions) -> None:
     figure = figures.saved_bytes_figure(modes.lab_grid(options))
     bars = figure.data[0]
     train, evaluation = saved_bytes(options, "train"), saved_bytes(options, "eval")
@@ -178,7 +181,8 @@ def saved_bytes_bars(options: ModesOptions) -> None:
     assert list(bars.text) == [shown_bytes(train), "0 B", "0 B", shown_bytes(evaluation), "0 B", "0 B"]
 
 
-def inference_output_sentence(options: ModesOptions) -> None:
+@pytest.mark.parametrize("options", [DEFAULT, SMALLEST], ids=["defaults", "smallest"])
+def test_inference_output_sentence(options: ModesOptions) -> None:
     text = line(lab_lines(options), "`eval()` + `inference_mode`")
     model, x = lab_model(options)
     model.eval()
@@ -221,7 +225,8 @@ def facts_by_torch(options: ModesOptions, behaviour: str, context) -> dict[str, 
     }
 
 
-def grid_marks_match_torch(options: ModesOptions) -> None:
+@pytest.mark.parametrize("options", list(EDGES.values()), ids=list(EDGES))
+def test_grid_marks_match_torch(options: ModesOptions) -> None:
     """Every ✓ and ✗ of the grid, against the same forward run here in each combination."""
     marks = grid_marks(modes.lab_grid(options))
     combinations = [(b, c) for b in ("train", "eval") for c in (torch.enable_grad, torch.no_grad, torch.inference_mode)]
@@ -230,7 +235,8 @@ def grid_marks_match_torch(options: ModesOptions) -> None:
             assert marks[row][column].startswith("✓" if value else "✗"), (row, behaviour, context)
 
 
-def cell_evidence_lines(options: ModesOptions) -> None:
+@pytest.mark.parametrize("options", [DEFAULT, P_ZERO], ids=["defaults", "p0"])
+def test_cell_evidence_lines(options: ModesOptions) -> None:
     grid = modes.lab_grid(options)
     model, x = lab_model(options)
     share = dropout_share(options)
@@ -247,7 +253,8 @@ def cell_evidence_lines(options: ModesOptions) -> None:
         assert f"dropout zeroed {zeroed:.1%} of the non-zero units it received" in text
 
 
-def predict_then_reveal(options: ModesOptions) -> None:
+@pytest.mark.parametrize("options", [MOMENTUM_LOW, MOMENTUM_HIGH], ids=["momentum-low", "momentum-high"])
+def test_predict_then_reveal(options: ModesOptions) -> None:
     text = lesson.predict_evidence(modes.lab_grid(options)[("train", "no_grad")])
     with torch.no_grad():
         model, x = lab_model(options)
@@ -312,7 +319,12 @@ def validation_lines(options: ModesOptions) -> tuple[str, str]:
     return lines[-2], lines[-1]
 
 
-def validation_spread_sentence(options: ModesOptions) -> None:
+@pytest.mark.parametrize(
+    "options",
+    [ModesOptions(repeats=4), ModesOptions(dropout_p=0.0, repeats=4)],
+    ids=["train-mode-scatters", "p0-no-scatter"],
+)
+def test_validation_spread_sentence(options: ModesOptions) -> None:
     truth = validation_by_torch(options)
     text, _ = validation_lines(options)
     assert len(set(truth["proper"])) == 1
@@ -327,7 +339,12 @@ def validation_spread_sentence(options: ModesOptions) -> None:
         assert options.dropout_p > 0  # the only randomness in a train() pass is dropout
 
 
-def validation_change_sentence(options: ModesOptions) -> None:
+@pytest.mark.parametrize(
+    "options",
+    [ModesOptions(repeats=4), PROPER_EVAL_UNCHANGED, ModesOptions(momentum=1.0, batch_size=2, repeats=2)],
+    ids=["proper-eval-changed", "proper-eval-unchanged", "edges"],
+)
+def test_validation_change_sentence(options: ModesOptions) -> None:
     truth = validation_by_torch(options)
     _, text = validation_lines(options)
     assert f"moved BatchNorm's running_mean by up to **{truth['shift']:.3g}**" in text
@@ -350,7 +367,12 @@ def dropout_bn_model(dropout: bool, norm: bool, in_place: bool = False) -> nn.Se
     return nn.Sequential(*layers)
 
 
-def eval_sentence_names_only_what_the_model_has(modules: tuple[bool, bool]) -> None:
+@pytest.mark.parametrize(
+    "modules",
+    [(False, False), (True, False), (False, True), (True, True)],
+    ids=["neither", "dropout-only", "batchnorm-only", "both"],
+)
+def test_eval_sentence_names_only_what_the_model_has(modules: tuple[bool, bool]) -> None:
     model = dropout_bn_model(*modules)
     lines = lesson.explain(modes.mode_grid(model, torch.randn(12, 6)))
     text = line(lines, "`eval()` + `enable_grad`")
@@ -362,7 +384,7 @@ def eval_sentence_names_only_what_the_model_has(modules: tuple[bool, bool]) -> N
     assert (line(lines, "`train()` + `no_grad`") is not None) == (has_dropout or has_norm)
 
 
-def in_place_dropout_marks(_: None) -> None:
+def test_in_place_dropout_marks() -> None:
     model = dropout_bn_model(dropout=True, norm=False, in_place=True)
     x = torch.randn(12, 6)
     with torch.no_grad(), torch.random.fork_rng():
@@ -375,7 +397,7 @@ def in_place_dropout_marks(_: None) -> None:
     assert marks == [f"✓<br>{share:.0%}"] * 3 + ["✗"] * 3
 
 
-def batch_of_one_sentence(_: None) -> None:
+def test_batch_of_one_sentence() -> None:
     model = dropout_bn_model(dropout=True, norm=True)
     x = torch.randn(1, 6)
     refusal = pytorch_error(lambda: copy.deepcopy(model).train()(x))
@@ -388,44 +410,6 @@ def batch_of_one_sentence(_: None) -> None:
     with torch.no_grad():
         assert copy.deepcopy(model).eval()(x).shape == (1, 3)  # eval() runs on one sample
     assert line(lines, "`eval()` + `enable_grad`") is not None
-
-
-CLAIMS = [
-    *[
-        pytest.param(train_no_grad_sentence, o, id=f"train-no-grad-drops-and-moves-stats-{name}")
-        for name, o in EDGES.items()
-    ],
-    *[
-        pytest.param(eval_enable_grad_sentence, o, id=f"eval-enable-grad-builds-graph-bytes-{name}")
-        for name, o in EDGES.items()
-    ],
-    *[pytest.param(saved_bytes_bars, o, id=f"saved-bytes-bars-{name}") for name, o in EDGES.items()],
-    pytest.param(inference_output_sentence, DEFAULT, id="inference-add-works-mul-raises"),
-    pytest.param(inference_output_sentence, SMALLEST, id="inference-add-works-mul-raises-smallest"),
-    *[pytest.param(grid_marks_match_torch, o, id=f"grid-marks-{name}") for name, o in EDGES.items()],
-    pytest.param(cell_evidence_lines, DEFAULT, id="cell-evidence"),
-    pytest.param(cell_evidence_lines, P_ZERO, id="cell-evidence-p0"),
-    pytest.param(predict_then_reveal, MOMENTUM_LOW, id="predict-reveal-momentum-low"),
-    pytest.param(predict_then_reveal, MOMENTUM_HIGH, id="predict-reveal-momentum-high"),
-    pytest.param(validation_spread_sentence, ModesOptions(repeats=4), id="validation-train-mode-scatters"),
-    pytest.param(validation_spread_sentence, ModesOptions(dropout_p=0.0, repeats=4), id="validation-p0-no-scatter"),
-    pytest.param(validation_change_sentence, ModesOptions(repeats=4), id="validation-proper-eval-changed"),
-    pytest.param(validation_change_sentence, PROPER_EVAL_UNCHANGED, id="validation-proper-eval-unchanged"),
-    pytest.param(
-        validation_change_sentence, ModesOptions(momentum=1.0, batch_size=2, repeats=2), id="validation-edges"
-    ),
-    pytest.param(eval_sentence_names_only_what_the_model_has, (False, False), id="notebook-neither"),
-    pytest.param(eval_sentence_names_only_what_the_model_has, (True, False), id="notebook-dropout-only"),
-    pytest.param(eval_sentence_names_only_what_the_model_has, (False, True), id="notebook-batchnorm-only"),
-    pytest.param(eval_sentence_names_only_what_the_model_has, (True, True), id="notebook-both"),
-    pytest.param(in_place_dropout_marks, None, id="notebook-in-place-dropout-drops"),
-    pytest.param(batch_of_one_sentence, None, id="notebook-batchnorm-batch-of-one-error-in-cell"),
-]
-
-
-@pytest.mark.parametrize(("check", "setting"), CLAIMS)
-def test_claim(check, setting):
-    check(setting)
 
 
 # Issue 18: every sentence has a witness. The zoo (tests/zoo.py) is the adversary.

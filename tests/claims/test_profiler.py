@@ -1,6 +1,6 @@
 """The Profiler lab's claims: every sentence and mark it shows, checked by independent code.
 
-Each row of CLAIMS is one claim at one setting. Its check asks the lab (the public experiment,
+Each test is one claim, at one or more settings. It asks the lab (the public experiment,
 lesson and figures) for what it says, and computes the fact here: from the Chrome trace the
 profiler wrote (plain JSON), from `torch.autograd._profiler_enabled()` seen inside a forward,
 from a DataLoader and optimizer driven by hand, and with plain arithmetic on the recorded
@@ -92,7 +92,7 @@ def constructed(per_step: list[tuple[float, ...]], unprofiled: list[float] | Non
 # The phases and the verdict
 
 
-def phase_times_match_the_chrome_trace():
+def test_phase_times_match_the_chrome_trace():
     result = lab(DEFAULT)
     from_trace = trace_steps(result.trace_path)
     assert len(from_trace) == len(result.last_round) == DEFAULT.active  # the trace holds the last round
@@ -102,7 +102,8 @@ def phase_times_match_the_chrome_trace():
             assert math.isclose(shown.phases[phase], raw[phase], rel_tol=1e-3, abs_tol=1e-3)
 
 
-def verdict_quotes_the_measured_means_and_margin(options: ProfileOptions):
+@pytest.mark.parametrize("options", [DEFAULT, DATA_COST], ids=["defaults", "data-cost"])
+def test_verdict_quotes_the_measured_means_and_margin(options: ProfileOptions):
     result = lab(options)
     per_step = category_steps(result.steps)
     means = {c: statistics.fmean(v) for c, v in per_step.items()}
@@ -129,7 +130,7 @@ def verdict_quotes_the_measured_means_and_margin(options: ProfileOptions):
     assert count == len(result.steps)
 
 
-def two_point_zero_one_against_two_point_zero_two_is_too_close_to_call():
+def test_two_point_zero_one_against_two_point_zero_two_is_too_close_to_call():
     scatter = [0.3, -0.3, 0.2, -0.2, 0.1, -0.1, 0.3, -0.3, 0.0, 0.0]
     result = constructed([(0.5, 0.02, 0.82 + s, 1.2, 2.01 - s / 2) for s in scatter])
     compute = [0.82 + s + 1.2 for s in scatter]
@@ -140,13 +141,13 @@ def two_point_zero_one_against_two_point_zero_two_is_too_close_to_call():
     assert "forward + backward (2.02 ms per step)" in result.evidence and "optimizer (2.01 ms" in result.evidence
 
 
-def a_clear_lead_is_named():
+def test_a_clear_lead_is_named():
     scatter = [0.05, -0.05, 0.02, -0.02, 0.0, 0.01]
     result = constructed([(0.5, 0.02, 1.0 + s, 2.0, 1.5 - s) for s in scatter])
     assert result.verdict == "compute-bound" and "forward + backward took 3.00 ms" in result.evidence
 
 
-def phases_cover_what_they_say():
+def test_phases_cover_what_they_say():
     result = lab(DEFAULT)
     line = next(line for line in lesson.explain(DEFAULT, result) if line.startswith("The five phases cover"))
     covered = statistics.fmean(sum(s.phases.values()) for s in result.steps)
@@ -158,6 +159,11 @@ def phases_cover_what_they_say():
 
 
 # The first step, and the data work
+
+
+@pytest.mark.parametrize("options", [DEFAULT, NO_WARMUP_SGD], ids=["defaults", "no-warmup-sgd"])
+def test_first_step_sentence_follows_the_stopwatch(options: ProfileOptions):
+    first_step_sentence_follows_the_stopwatch(options)
 
 
 def first_step_sentence_follows_the_stopwatch(options: ProfileOptions):
@@ -185,14 +191,14 @@ def first_step_sentence_follows_the_stopwatch(options: ProfileOptions):
     assert (f"the optimizer created state for {created} parameters" in line) == (created > 0)
 
 
-def without_workers_every_step_waits_for_the_data_work():
+def test_without_workers_every_step_waits_for_the_data_work():
     result = lab(DATA_COST)
     line = next(line for line in lesson.explain(DATA_COST, result) if "num_workers=0" in line)
     assert all(raw["data"] >= DATA_COST.data_cost_ms for raw in trace_steps(result.trace_path))
     assert close(numbers(line)[-1], statistics.fmean(s.phases["data"] for s in result.steps))
 
 
-def workers_prepare_batches_while_the_model_trains():
+def test_workers_prepare_batches_while_the_model_trains():
     result = lab(DATA_COST_WORKERS)
     line = next(line for line in lesson.explain(DATA_COST_WORKERS, result) if "prepare batches" in line)
     waits = [s.phases["data"] for s in result.steps]
@@ -245,7 +251,7 @@ class ProfilerWatch(nn.Module):
         return self.linear(x)
 
 
-def overhead_compares_alternating_blocks_with_and_without_the_profiler():
+def test_overhead_compares_alternating_blocks_with_and_without_the_profiler():
     model = ProfilerWatch()
     batches = [(torch.randn(8, 16), torch.randint(0, 4, (8,))) for _ in range(3)]
     ProfilerWatch.seen.clear()
@@ -264,7 +270,7 @@ def overhead_compares_alternating_blocks_with_and_without_the_profiler():
     assert sentence.startswith("Per step, too close to call") == (min(ratios) <= 1 <= max(ratios))
 
 
-def overhead_spread_that_reaches_one_is_too_close_to_call():
+def test_overhead_spread_that_reaches_one_is_too_close_to_call():
     # The audit's ratios from identical settings (0.44 to 2.9), and a round at exactly one.
     for spread in ((0.44, 2.9, 1.3), (1.0, 1.4, 1.2), (0.8, 0.9, 1.0)):
         sentence = lesson.per_step_overhead(spread, 5)
@@ -273,7 +279,7 @@ def overhead_spread_that_reaches_one_is_too_close_to_call():
         assert not re.search(r"sped|speeds|faster than without", sentence)
 
 
-def overhead_spread_above_one_is_reported_with_its_range():
+def test_overhead_spread_above_one_is_reported_with_its_range():
     sentence = lesson.per_step_overhead((1.2, 1.4, 1.3), 5)
     assert sentence.startswith("Per step, the profiler made each recorded step about 1.30× as long")
     assert "1.20× to 1.40×" in sentence
@@ -282,7 +288,7 @@ def overhead_spread_above_one_is_reported_with_its_range():
 # Experiments, not advice
 
 
-def the_suggestion_is_an_experiment_and_its_outcome_is_measured():
+def test_the_suggestion_is_an_experiment_and_its_outcome_is_measured():
     result = lab(DEFAULT)
     experiment = lesson.suggestion(DEFAULT, result)
     if experiment is not None:
@@ -297,7 +303,7 @@ def the_suggestion_is_an_experiment_and_its_outcome_is_measured():
     assert kind == "same" and "no difference beyond the noise" in sentence
 
 
-def a_measured_outcome_quotes_both_runs():
+def test_a_measured_outcome_quotes_both_runs():
     before, after = lab(DATA_COST), lab(DATA_COST_WORKERS)
     kind, sentence = lesson.outcome("num_workers 0 → 2", before.unprofiled_ms, after.unprofiled_ms)
     a, b = statistics.fmean(before.unprofiled_ms), statistics.fmean(after.unprofiled_ms)
@@ -311,7 +317,7 @@ def a_measured_outcome_quotes_both_runs():
 # The predict-then-reveal answer
 
 
-def compute_that_changed_is_not_called_unchanged():
+def test_compute_that_changed_is_not_called_unchanged():
     # The audit's run: forward 0.84 -> 1.86 ms and backward 1.22 -> 1.94 ms while data grew by 20 ms.
     wobble = [0.02, -0.02, 0.01, -0.01, 0.0, 0.0]
     without = constructed([(0.4 + w, 0.02, 0.84 + w, 1.22 - w, 1.5 + w) for w in wobble])
@@ -323,7 +329,7 @@ def compute_that_changed_is_not_called_unchanged():
     assert "beyond the noise" in moved and "`optimizer` 1.50 → 1.50 ms: within the noise" in sentence
 
 
-def the_data_cost_reveal_names_the_phase_that_grew_most():
+def test_the_data_cost_reveal_names_the_phase_that_grew_most():
     without_options, with_options = lesson.data_cost_pair(DEFAULT)
     without, with_cost = lab(without_options), lab(with_options)
     grown, sentence = lesson.data_cost_evidence(without, with_cost)
@@ -338,7 +344,7 @@ def the_data_cost_reveal_names_the_phase_that_grew_most():
 # The charts
 
 
-def one_outlier_does_not_set_the_axis():
+def test_one_outlier_does_not_set_the_axis():
     typical = [(0.4, 0.02, 1.0, 1.5, 1.0)] * 14
     result = constructed([*typical, (0.4, 0.02, 1.0, 300.0, 1.0)])
     layout = figures.phases_figure(result).layout
@@ -349,7 +355,7 @@ def one_outlier_does_not_set_the_axis():
     assert "1 longer step(s) marked" in layout.title.subtitle.text
 
 
-def before_and_after_share_one_y_range():
+def test_before_and_after_share_one_y_range():
     fast = constructed([(0.4, 0.02, 1.0, 1.5, 1.0)] * 6)
     slow = constructed([(0.4, 0.02, 8.0, 12.0, 2.0)] * 6)
     top = figures.axis_top(fast, slow)
@@ -357,14 +363,14 @@ def before_and_after_share_one_y_range():
     assert ranges[0] == ranges[1] and ranges[0][1] >= max(s.wall_ms for s in slow.steps)
 
 
-def the_timeline_and_the_trace_hold_the_last_round():
+def test_the_timeline_and_the_trace_hold_the_last_round():
     result = lab(DEFAULT)
     figure = figures.timeline_figure(result)
     assert all(len(trace.x) == DEFAULT.active for trace in figure.data)  # one bar per phase per step
     assert len(trace_steps(result.trace_path)) == DEFAULT.active
 
 
-def top_operators_sum_every_profiled_round():
+def test_top_operators_sum_every_profiled_round():
     result = lab(DEFAULT)
     events = json.loads(Path(result.trace_path).read_text())["traceEvents"]
     addmm_last_round = sum(1 for e in events if e.get("name") == "aten::addmm")
@@ -373,7 +379,7 @@ def top_operators_sum_every_profiled_round():
         assert shown.calls == result.rounds * addmm_last_round
 
 
-def no_gpu_sentence_on_the_cpu():
+def test_no_gpu_sentence_on_the_cpu():
     result = lab(DEFAULT)
     assert not any("synchronize" in line for line in lesson.explain(DEFAULT, result))
 
@@ -381,7 +387,7 @@ def no_gpu_sentence_on_the_cpu():
 # The notebook API
 
 
-def your_model_is_left_as_it_was_with_dict_batches_and_in_place_ops():
+def test_your_model_is_left_as_it_was_with_dict_batches_and_in_place_ops():
     torch.manual_seed(0)
     model = nn.Sequential(nn.ReLU(inplace=True), nn.Linear(16, 8), nn.BatchNorm1d(8), nn.Linear(8, 4))
     optimizer = torch.optim.Adam(model.parameters())
@@ -401,38 +407,6 @@ def your_model_is_left_as_it_was_with_dict_batches_and_in_place_ops():
     assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
     assert all(torch.equal(b["x"], x) for b, x in zip(batches, inputs, strict=True))  # ReLU(inplace) wrote a copy
     assert all(p.grad is None for p in model.parameters()) and not optimizer.state
-
-
-CLAIMS = [
-    pytest.param(phase_times_match_the_chrome_trace, id="phase-times-are-the-traces"),
-    pytest.param(lambda: verdict_quotes_the_measured_means_and_margin(DEFAULT), id="verdict-numbers-defaults"),
-    pytest.param(lambda: verdict_quotes_the_measured_means_and_margin(DATA_COST), id="verdict-numbers-data-cost"),
-    pytest.param(two_point_zero_one_against_two_point_zero_two_is_too_close_to_call, id="2.01-vs-2.02-too-close"),
-    pytest.param(a_clear_lead_is_named, id="clear-lead-is-named"),
-    pytest.param(phases_cover_what_they_say, id="phases-cover"),
-    pytest.param(lambda: first_step_sentence_follows_the_stopwatch(DEFAULT), id="first-step-defaults"),
-    pytest.param(lambda: first_step_sentence_follows_the_stopwatch(NO_WARMUP_SGD), id="first-step-absent-warmup-0"),
-    pytest.param(without_workers_every_step_waits_for_the_data_work, id="no-workers-every-step-waits"),
-    pytest.param(workers_prepare_batches_while_the_model_trains, id="workers-hide-data-work"),
-    pytest.param(overhead_compares_alternating_blocks_with_and_without_the_profiler, id="overhead-alternating-blocks"),
-    pytest.param(overhead_spread_that_reaches_one_is_too_close_to_call, id="overhead-0.44-to-2.9-too-close"),
-    pytest.param(overhead_spread_above_one_is_reported_with_its_range, id="overhead-range-above-one"),
-    pytest.param(the_suggestion_is_an_experiment_and_its_outcome_is_measured, id="threads-5.5x-slower-is-said"),
-    pytest.param(a_measured_outcome_quotes_both_runs, id="outcome-quotes-both-runs"),
-    pytest.param(compute_that_changed_is_not_called_unchanged, id="compute-changed-is-said"),
-    pytest.param(the_data_cost_reveal_names_the_phase_that_grew_most, id="reveal-names-largest-growth"),
-    pytest.param(one_outlier_does_not_set_the_axis, id="outlier-axis-clipped-and-marked"),
-    pytest.param(before_and_after_share_one_y_range, id="before-after-one-y-range"),
-    pytest.param(the_timeline_and_the_trace_hold_the_last_round, id="timeline-is-last-round"),
-    pytest.param(top_operators_sum_every_profiled_round, id="top-ops-sum-all-rounds"),
-    pytest.param(no_gpu_sentence_on_the_cpu, id="no-cuda-sentence-on-cpu"),
-    pytest.param(your_model_is_left_as_it_was_with_dict_batches_and_in_place_ops, id="notebook-caller-untouched"),
-]
-
-
-@pytest.mark.parametrize("claim", CLAIMS)
-def test_claim(claim):
-    claim()
 
 
 # --- Issue 18: every sentence has a witness -------------------------------------------------------

@@ -120,7 +120,7 @@ def pct(fraction):
 # --- The claims -----------------------------------------------------------------------------------
 
 
-def clean_replay_is_exact_and_the_golden_set_holds_the_nearest_requests(downloads):
+def test_clean_replay_is_exact_and_the_golden_set_holds_the_nearest_requests(downloads):
     state, pipeline, golden, raw, expected = downloads
     line = sentence(serving.explain(serving.compare()), "^The golden set")
     assert "every stage reproduced the outputs training recorded **exactly** (largest difference 0)" in line
@@ -135,7 +135,7 @@ def clean_replay_is_exact_and_the_golden_set_holds_the_nearest_requests(download
     assert "32 recorded requests, 16 of them nearest the 0.5 threshold" in line
 
 
-def swapped_features_and_their_differences(downloads):
+def test_swapped_features_and_their_differences(downloads):
     _, pipeline, _, raw, expected = downloads
     item = serving.checklist(serving.compare(("feature_order",)))[0]
     col2, col3 = re.search(r"differs by up to (\S+) in column 2 and (\S+) in column 3", item).groups()
@@ -149,7 +149,7 @@ def swapped_features_and_their_differences(downloads):
     assert "(`monthly_charges` ↔ `support_calls`)" in item
 
 
-def missing_normalisation_column(downloads):
+def test_missing_normalisation_column(downloads):
     _, pipeline, _, raw, expected = downloads
     item = serving.checklist(serving.compare(("normalization",)))[0]
     column, name, value = re.search(r"column (\d) \(`(\w+)`\) differs by up to (\S+)\.", item).groups()
@@ -159,7 +159,7 @@ def missing_normalisation_column(downloads):
     assert number(value) == pytest.approx(float(diff[worst]), rel=5e-3)
 
 
-def model_stage_differences(downloads):
+def test_model_stage_differences(downloads):
     """dtype, train mode and the strict=False load: each 'its logits differ by up to' number, recomputed."""
     state, _, _, _, expected = downloads
     x = expected["preprocess"]
@@ -181,7 +181,7 @@ def model_stage_differences(downloads):
         assert number(shown) == pytest.approx(float(value), rel=5e-3), mismatch
 
 
-def strict_false_keys_and_the_strict_error(downloads):
+def test_strict_false_keys_and_the_strict_error(downloads):
     state, *_ = downloads
     item = serving.checklist(serving.compare(("missing_keys",)))[0]
     model = nn.Sequential()
@@ -208,14 +208,14 @@ def batch_of_one_raises_pytorchs_error_for_every_request():
     assert f"*ValueError: {raised.value}*" in item and "failed 5,000 of 5,000 live requests" in item
 
 
-def missing_softmax_flips_golden_labels(downloads):
+def test_missing_softmax_flips_golden_labels(downloads):
     *_, expected = downloads
     item = serving.checklist(serving.compare(("threshold",)))[0]
     flips = int(re.search(r"(\d+) of 32 golden labels flip", item).group(1))
     assert flips == int(((expected["model"][:, 1] >= 0.5).long() != expected["prediction"]).sum())
 
 
-def live_accuracy_of_both_pipelines(downloads):
+def test_live_accuracy_of_both_pipelines(downloads):
     state, pipeline, *_ = downloads
     for shift, mismatches in ((0.0, ()), (0.0, ("feature_order",)), (2.0, ())):
         c = serving.compare(mismatches, shift=shift)
@@ -250,7 +250,7 @@ def psi_of_the_shifted_features():
         assert float(shown[name]) >= 0.25
 
 
-def a_pure_shift_costs_the_faithful_service_its_points(downloads):
+def test_a_pure_shift_costs_the_faithful_service_its_points(downloads):
     state, pipeline, *_ = downloads
     c = serving.compare(shift=2.0)
     line = sentence(serving.explain(c), "^A pure shift")
@@ -268,23 +268,6 @@ def card_and_prediction_quote_this_run():
     assert f"live accuracy {pct(c.serving_accuracy)} served, {pct(c.reference_accuracy)}" in card.evidence
     assert card.evidence in lesson.predict_evidence(c)
     assert card.recovery.startswith("The model runs in float16; training recorded float32")
-
-
-CLAIMS = [
-    pytest.param(clean_replay_is_exact_and_the_golden_set_holds_the_nearest_requests, id="clean-replay-exact"),
-    pytest.param(swapped_features_and_their_differences, id="feature-swap-columns"),
-    pytest.param(missing_normalisation_column, id="missing-normalisation"),
-    pytest.param(model_stage_differences, id="model-stage-differences"),
-    pytest.param(strict_false_keys_and_the_strict_error, id="strict-false-keys"),
-    pytest.param(missing_softmax_flips_golden_labels, id="missing-softmax-flips"),
-    pytest.param(live_accuracy_of_both_pipelines, id="live-accuracy"),
-    pytest.param(a_pure_shift_costs_the_faithful_service_its_points, id="pure-shift-cost"),
-]
-
-
-@pytest.mark.parametrize("claim", CLAIMS)
-def test_claim(claim, downloads):
-    claim(downloads)
 
 
 def test_batch_of_one_error():
