@@ -12,7 +12,6 @@ from explorers.ddp import options as knobs
 from explorers.ddp.experiment import run_ddp
 from explorers.ddp.results import MAX_FILE_BYTES, MAX_UPLOAD_MB, parameter_layout
 from explorers.ddp.settings import RUN_TIMEOUT_S
-from explorers.ddp.words import CLUSTER_COMMAND, STARTED_BY
 from explorers.units import format_bytes
 from ui import figures, runs
 from ui.fields import BoolField, ChoiceField, IntField
@@ -131,7 +130,7 @@ def show_run(shown: ddp.DDPRun, stem: str, where: str, described: dict) -> None:
 
 with stage:
     st.subheader("Processes, shards and the all-reduce")
-    show_run(run, "ddp-topology", STARTED_BY.get(run.launch_method, "from a results file"), settings)
+    show_run(run, "ddp-topology", lesson.STARTED_BY.get(run.launch_method, "from a results file"), settings)
 
 sampler_column, batch_column = st.columns([3, 2], gap="large")
 with sampler_column:
@@ -175,7 +174,7 @@ st.caption(card.COMPARISON_CAPTION)
 
 st.subheader("Beyond one machine")
 st.markdown(lesson.CLUSTER_INTRO)
-st.code(CLUSTER_COMMAND, language="bash")
+st.code(lesson.CLUSTER_COMMAND, language="bash")
 st.download_button(
     "⬇ This run's results file (.json)",
     run.results_json,

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 
 from explorers.cards import AnswerCard
 from explorers.ddp import analysis, lesson
-from explorers.ddp.lesson import STATEMENTS
+from explorers.ddp.lesson import LAUNCHERS, STATEMENTS, indices, ranks
 from explorers.ddp.results import DDPRun
 from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S
-from explorers.ddp.words import LAUNCHERS, indices, ranks
 from explorers.units import format_bytes, sci, seconds
 
 
