@@ -628,12 +628,29 @@ def _findings(
     behind_relus: tuple[str, ...] = (),
     replaced: int | None = None,
 ) -> tuple[Finding, ...]:
+    """Every finding the measurements support, in the order a reader should check them: missing, zero, scale."""
     findings = []
-    frozen = tuple(n for n, p in parameters.items() if not p.requires_grad)
-    trainable = [p for p in parameters.values() if p.requires_grad]
     if backward_error is not None:
         findings.append(Finding("backward_error", (), f"backward raised: {backward_error}"))
     backward_ran = backward_error is None
+    findings += _none_findings(parameters, backward_ran, loss_requires_grad, cuts)
+    findings += _zero_findings(parameters, backward_ran, dead, behind_relus, replaced)
+    findings += _scale_findings(parameters, layers, loss)
+    if backward_ran:
+        findings += _depth_findings(layers)
+    return tuple(findings)
+
+
+def _none_findings(
+    parameters: dict[str, ParameterGradient],
+    backward_ran: bool,
+    loss_requires_grad: bool,
+    cuts: tuple[tuple[str, int], ...],
+) -> list[Finding]:
+    """Parameters whose .grad is None: returned none, cut off from the loss, never read, or frozen."""
+    findings = []
+    frozen = tuple(n for n, p in parameters.items() if not p.requires_grad)
+    trainable = [p for p in parameters.values() if p.requires_grad]
     cut_text = ", ".join(f"`{name}` ×{count}" for name, count in cuts[:4])
     none = [p for p in trainable if p.read_in_forward and p.status == "none"]
     returned = tuple(p.name for p in none if p.in_graph) if backward_ran and loss_requires_grad else ()
@@ -684,6 +701,19 @@ def _findings(
                 "forward pass): autograd records no path to them by design, and their .grad stays None.",
             )
         )
+    return findings
+
+
+def _zero_findings(
+    parameters: dict[str, ParameterGradient],
+    backward_ran: bool,
+    dead: tuple[DeadUnits, ...],
+    behind_relus: tuple[str, ...],
+    replaced: int | None,
+) -> list[Finding]:
+    """Gradients of exactly zero: behind dead ReLUs (the rerun without them says which), or on a zero path."""
+    findings = []
+    trainable = [p for p in parameters.values() if p.requires_grad]
     dead_layers = _flagged(dead)
     zero = tuple(p.name for p in trainable if p.status == "zero") if backward_ran else ()
     by_relus = tuple(n for n in zero if n in behind_relus)
@@ -714,6 +744,14 @@ def _findings(
                 "exists, and it carries zero for this batch" + (_rerun_note(replaced) if dead_layers else "."),
             )
         )
+    return findings
+
+
+def _scale_findings(
+    parameters: dict[str, ParameterGradient], layers: tuple[LayerGradient, ...], loss: float
+) -> list[Finding]:
+    """A layer whose weights stand far from the others' scale, and inf or nan in the loss or a gradient."""
+    findings = []
     for layer, ratio, median, others in weight_scale_outliers(layers):
         findings.append(
             Finding(
@@ -725,15 +763,13 @@ def _findings(
                 (layer.name,),
             )
         )
-    nonfinite = tuple(p.name for p in trainable if p.status == "nonfinite")
+    nonfinite = tuple(p.name for p in parameters.values() if p.requires_grad and p.status == "nonfinite")
     if nonfinite or not math.isfinite(loss):
         observation = f"the loss is {loss}. " if not math.isfinite(loss) else ""
         if nonfinite:
             observation += f"{len(nonfinite)} parameter(s) ({_names(nonfinite)}) have inf or nan in their gradient."
         findings.append(Finding("nonfinite", nonfinite, observation.strip()))
-    if backward_ran:
-        findings += _depth_findings(layers)
-    return tuple(findings)
+    return findings
 
 
 def _rerun_note(replaced: int | None) -> str:
