@@ -5,7 +5,7 @@ to the next; the run engine's workers are long-lived and reset those to fixed va
 runs. Either way a second run in the same process would not start where a new `python train.py`
 starts (torch, numpy and `random` seeded from the operating system's entropy), and "unseeded"
 runs could look reproducible. So each run is a new process, started one of two ways:
-- forked from a template interpreter that imported torch and nothing else (explorers.
+- forked from a template interpreter that imported torch and the job's code and ran none of it (explorers.
   reproducibility.template; Linux): milliseconds instead of seconds, reseeded from the OS;
 - a new interpreter (`subprocess`, not fork): elsewhere, or when asked for.
 

@@ -211,8 +211,8 @@ def start_line(c: Comparison) -> str:
     if all(run.launch == fresh.INTERPRETER for run in c.runs):
         return f"Each run was a new Python interpreter: starting it and importing torch took {starts} of its {totals}"
     line = (
-        "Each run was a new process, forked from a template interpreter that had imported torch and nothing else, "
-        f"its RNGs reseeded from the OS: starting it took {starts} of its {totals}"
+        "Each run was a new process forked from a template interpreter (torch and the job's code imported, none of "
+        f"it run), with its RNGs reseeded from the OS: starting it took {starts} of its {totals}"
     )
     waited = sum(run.launch == fresh.TEMPLATE_COLD for run in c.runs)
     if waited:
