@@ -29,12 +29,18 @@ def test_no_serious_accessibility_violation(browser, server_url, path, viewport)
         # Streamlit fades elements from an earlier run while a rerun draws: contrast is judged once they settle
         page.wait_for_function("() => !document.querySelector(\"[data-stale='true']\")", timeout=60_000)
         page.wait_for_function(SETTLED, polling=250, timeout=60_000)  # nothing faded, on a busy machine too
-        results = Axe().run(page)
-        serious = [
-            f"{v['id']} ({v['impact']}): {v['help']} — " + "; ".join(n["target"][0] for n in v["nodes"][:3])
-            for v in results.response["violations"]
-            if v["impact"] in ("serious", "critical")
-        ]
+        serious = serious_violations(Axe().run(page))
+        if serious:  # a loaded machine can catch a transition (the menu closing, a fade): what persists counts
+            page.wait_for_timeout(2_000)
+            serious = serious_violations(Axe().run(page))
         assert not serious, "\n".join(serious)
     finally:
         context.close()
+
+
+def serious_violations(results) -> list[str]:
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} — " + "; ".join(n["target"][0] for n in v["nodes"][:3])
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
