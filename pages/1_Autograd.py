@@ -14,15 +14,21 @@ from ui.frame import start_lab
 
 DEFAULT = AutogradOptions()
 FIELDS = (
-    ChoiceField("preset", DEFAULT.preset, tuple(autograd.PRESETS)),
-    IntField("depth", DEFAULT.depth, *autograd.DEPTH_RANGE),
-    IntField("width", DEFAULT.width, *autograd.WIDTH_RANGE),
-    ChoiceField("activation", DEFAULT.activation, tuple(autograd.ACTIVATIONS)),
-    IntField("batch", DEFAULT.batch_size, *autograd.BATCH_RANGE),
-    BoolField("x_grad", DEFAULT.input_requires_grad),
-    BoolField("saved", DEFAULT.show_saved),
-    IntField("seed", DEFAULT.seed, *autograd.SEED_RANGE),
-    SequenceField("steps", tuple(ACTIONS), autograd.MAX_STEPS, default=("forward",)),
+    ChoiceField("preset", DEFAULT.preset, tuple(autograd.PRESETS), label="Model", format=autograd.PRESETS.get),
+    IntField("depth", DEFAULT.depth, *autograd.DEPTH_RANGE, label="Depth (blocks)"),
+    IntField("width", DEFAULT.width, *autograd.WIDTH_RANGE, label="Width"),
+    ChoiceField("activation", DEFAULT.activation, tuple(autograd.ACTIVATIONS), label="Activation"),
+    IntField("batch", DEFAULT.batch_size, *autograd.BATCH_RANGE, option="batch_size", label="Batch size"),
+    BoolField(
+        "x_grad",
+        DEFAULT.input_requires_grad,
+        option="input_requires_grad",
+        label="Input x requires grad",
+        help=lesson.X_REQUIRES_GRAD_HELP,
+    ),
+    BoolField("saved", DEFAULT.show_saved, option="show_saved", label="Show tensors saved for backward"),
+    IntField("seed", DEFAULT.seed, *autograd.SEED_RANGE, label="Seed", widget="number"),
+    SequenceField("steps", tuple(ACTIONS), autograd.MAX_STEPS, default=("forward",), option=None),  # the buttons
 )
 
 page = start_lab("autograd", FIELDS)
@@ -30,18 +36,17 @@ key = page.key
 
 bench, stage = page.workbench()
 with bench, page.controls():
-    st.selectbox("Model", tuple(autograd.PRESETS), format_func=autograd.PRESETS.get, key=key("preset"))
+    page.widget("preset")
     scalar = page.value("preset") == "scalar"
-    off = lesson.SCALAR_HAS_NO_LAYERS if scalar else None
+    off = {"disabled": scalar, "help": lesson.SCALAR_HAS_NO_LAYERS if scalar else None}
     depth, width = st.columns(2)
-    depth.slider("Depth (blocks)", *autograd.DEPTH_RANGE, key=key("depth"), disabled=scalar, help=off)
-    width.slider("Width", *autograd.WIDTH_RANGE, key=key("width"), disabled=scalar, help=off)
+    page.widget("depth", depth, **off)
+    page.widget("width", width, **off)
     activation, batch = st.columns(2)
-    activation.selectbox("Activation", tuple(autograd.ACTIVATIONS), key=key("activation"))
-    batch.slider("Batch size", *autograd.BATCH_RANGE, key=key("batch"), disabled=scalar, help=off)
-    st.number_input("Seed", *autograd.SEED_RANGE, key=key("seed"), step=1)
-    st.toggle("Input x requires grad", key=key("x_grad"), help=lesson.X_REQUIRES_GRAD_HELP)
-    st.toggle("Show tensors saved for backward", key=key("saved"))
+    page.widget("activation", activation)
+    page.widget("batch", batch, **off)
+    for name in ("seed", "x_grad", "saved"):
+        page.widget(name)
 
 
 def add_step(action: str) -> None:
@@ -73,17 +78,7 @@ with bench:
     )
 page.sync_url()
 
-options = AutogradOptions(
-    preset=page.value("preset"),
-    depth=page.value("depth"),
-    width=page.value("width"),
-    activation=page.value("activation"),
-    batch_size=page.value("batch"),
-    input_requires_grad=page.value("x_grad"),
-    show_saved=page.value("saved"),
-    seed=page.value("seed"),
-    device=page.device,
-)
+options = page.options(AutogradOptions)
 result, two_passes = runs.run_all(
     [(autograd.replay, Replay(options, tuple(steps))), (autograd.replay, Replay(options, lesson.TWO_PASSES))],
     label="Replaying the steps",

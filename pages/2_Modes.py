@@ -13,37 +13,24 @@ from ui.frame import start_lab
 
 DEFAULT = ModesOptions()
 FIELDS = (
-    FloatField("p", DEFAULT.dropout_p, *modes.P_RANGE),
-    IntField("width", DEFAULT.width, *modes.WIDTH_RANGE),
-    IntField("batch", DEFAULT.batch_size, *modes.BATCH_RANGE),
-    FloatField("momentum", DEFAULT.momentum, *modes.MOMENTUM_RANGE),
-    IntField("repeats", DEFAULT.repeats, *modes.REPEATS_RANGE),
-    IntField("seed", DEFAULT.seed, *modes.SEED_RANGE),
+    FloatField("p", DEFAULT.dropout_p, *modes.P_RANGE, option="dropout_p", label="Dropout p", step=0.05),
+    IntField("width", DEFAULT.width, *modes.WIDTH_RANGE, label="Width"),
+    IntField("batch", DEFAULT.batch_size, *modes.BATCH_RANGE, option="batch_size", label="Batch size"),
+    FloatField("momentum", DEFAULT.momentum, *modes.MOMENTUM_RANGE, label="BatchNorm momentum", step=0.01),
+    IntField("repeats", DEFAULT.repeats, *modes.REPEATS_RANGE, label="Validation repeats"),
+    IntField("seed", DEFAULT.seed, *modes.SEED_RANGE, label="Seed", widget="number"),
 )
 
 page = start_lab("modes", FIELDS)
 key = page.key
 bench, stage = page.workbench(beside=False)  # the six-column grid needs the full width
 with bench, page.controls():
-    p, width, batch = st.columns(3)
-    p.slider("Dropout p", *modes.P_RANGE, step=0.05, key=key("p"))
-    width.slider("Width", *modes.WIDTH_RANGE, key=key("width"))
-    batch.slider("Batch size", *modes.BATCH_RANGE, key=key("batch"))
-    momentum, repeats, seed = st.columns(3)
-    momentum.slider("BatchNorm momentum", *modes.MOMENTUM_RANGE, step=0.01, key=key("momentum"))
-    repeats.slider("Validation repeats", *modes.REPEATS_RANGE, key=key("repeats"))
-    seed.number_input("Seed", *modes.SEED_RANGE, key=key("seed"), step=1)
+    for row in (("p", "width", "batch"), ("momentum", "repeats", "seed")):
+        for name, column in zip(row, st.columns(3), strict=True):
+            page.widget(name, column)
 page.sync_url()
 
-options = ModesOptions(
-    dropout_p=page.value("p"),
-    width=page.value("width"),
-    batch_size=page.value("batch"),
-    momentum=page.value("momentum"),
-    repeats=page.value("repeats"),
-    seed=page.value("seed"),
-    device=page.device,
-)
+options = page.options(ModesOptions)
 settings = {
     "model": modes.model_label(options),
     "dropout p": options.dropout_p,

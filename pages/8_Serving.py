@@ -13,9 +13,14 @@ from ui.frame import start_lab
 
 DEFAULT = ServingOptions()
 FIELDS = (
-    *(BoolField(name, False) for name in MISMATCHES),
-    FloatField("shift", DEFAULT.shift, *SHIFT_RANGE),
-    IntField("seed", DEFAULT.seed, *SEED_RANGE),
+    *(
+        BoolField(name, False, option=None, label=m.title, widget="checkbox", help=lesson.mismatch_help(m))
+        for name, m in MISMATCHES.items()
+    ),  # one box per mismatch; together they set `mismatches`
+    FloatField(
+        "shift", DEFAULT.shift, *SHIFT_RANGE, label="Live traffic shift (std)", step=0.25, help=lesson.SHIFT_HELP
+    ),
+    IntField("seed", DEFAULT.seed, *SEED_RANGE, label="Seed (data, training, traffic)", widget="number"),
 )
 
 page = start_lab("serving", FIELDS)
@@ -24,25 +29,14 @@ key = page.key
 bench, stage = page.workbench()
 with bench:  # the mismatches and the shift stay in view when presenting: they are what the presenter clicks
     st.markdown("**Inject into serving**")
-    for name, mismatch in MISMATCHES.items():  # one per row: two columns clip the labels at 1280 px
-        st.checkbox(mismatch.title, key=key(name), help=lesson.mismatch_help(mismatch))
-    st.slider(
-        "Live traffic shift (std)",
-        *SHIFT_RANGE,
-        step=0.25,
-        key=key("shift"),
-        help=lesson.SHIFT_HELP,
-    )
+    for name in MISMATCHES:  # one per row: two columns clip the labels at 1280 px
+        page.widget(name)
+    page.widget("shift")
 with bench, page.controls():
-    st.number_input("Seed (data, training, traffic)", *SEED_RANGE, key=key("seed"), step=1)
+    page.widget("seed")
 page.sync_url()
 
-options = ServingOptions(
-    mismatches=tuple(name for name in MISMATCHES if page.value(name)),
-    shift=page.value("shift"),
-    seed=page.value("seed"),
-    device=page.device,
-)
+options = page.options(ServingOptions, mismatches=tuple(name for name in MISMATCHES if page.value(name)))
 settings = {"mismatches": ", ".join(options.mismatches) or "none", "shift": options.shift, "seed": options.seed}
 c = runs.run(experiment.compare_run, options, label="Replaying the golden set and live traffic")
 

@@ -1,15 +1,18 @@
-"""The table of a lab's controls, and how each is read from and written to the URL.
+"""The table of a lab's controls: each knob declared once, for the URL, the widget and the options.
 
-One list of fields drives both directions (as in tensorflow/playground): a field
-parses a query-string value strictly, and encodes a value back. Nothing here imports
-streamlit, so the parsing rules are unit-tested on their own. A bad value never
-raises out of `read_query`: it becomes a notice, and the field keeps its default.
+One list of fields drives every direction (as in tensorflow/playground): a field
+parses a query-string value strictly and encodes a value back; it names the widget
+that draws it (`ui.frame.LabPage.widget`) and the options attribute its value sets
+(`LabPage.options`). Ranges and choices come from the lab's explorer, whose options
+dataclass validates the same constants. Nothing here imports streamlit, so the
+parsing rules are unit-tested on their own. A bad value never raises out of
+`read_query`: it becomes a notice, and the field keeps its default.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,8 +20,24 @@ MAX_RAW_LENGTH = 200  # longer values are refused before any parsing
 MAX_NOTICES = 5
 
 
+@dataclass(frozen=True, kw_only=True)
+class Knob:
+    """How a field is drawn and where its value goes; each field type below adds how it is parsed."""
+
+    label: str = ""  # the widget's label
+    widget: str = ""  # "" draws the type's usual widget (see ui.frame.WIDGETS)
+    option: str | None = ""  # the options attribute it sets: "" its own name, None none (view state)
+    step: float | None = None
+    help: str | None = None
+    format: Callable[[Any], str] | None = None  # how a choice reads in its widget
+
+    @property
+    def attribute(self) -> str | None:
+        return self.name if self.option == "" else self.option
+
+
 @dataclass(frozen=True)
-class IntField:
+class IntField(Knob):
     name: str
     default: int
     low: int
@@ -37,7 +56,7 @@ class IntField:
 
 
 @dataclass(frozen=True)
-class FloatField:
+class FloatField(Knob):
     name: str
     default: float
     low: float
@@ -56,7 +75,7 @@ class FloatField:
 
 
 @dataclass(frozen=True)
-class ChoiceField:
+class ChoiceField(Knob):
     """One of a fixed set of values (strings, or numbers such as the powers of two a select_slider offers)."""
 
     name: str
@@ -74,7 +93,7 @@ class ChoiceField:
 
 
 @dataclass(frozen=True)
-class BoolField:
+class BoolField(Knob):
     name: str
     default: bool
 
@@ -91,7 +110,7 @@ class BoolField:
 
 
 @dataclass(frozen=True)
-class SequenceField:
+class SequenceField(Knob):
     """An ordered list of known tokens, such as the lifecycle steps a lab replays."""
 
     name: str
@@ -144,6 +163,16 @@ def read_query(fields: Sequence[Field], query: Mapping[str, str]) -> tuple[dict[
         more = f" and {len(unknown) - MAX_NOTICES} more" if len(unknown) > MAX_NOTICES else ""
         notices.append(f"Ignored unknown link settings: {named}{more}.")
     return values, notices
+
+
+def options_values(fields: Sequence[Field], values: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """The values that set one options class: keyed by option name, for the attributes in `names`."""
+    return {f.attribute: values[f.name] for f in fields if f.attribute in names}
+
+
+def named(fields: Sequence[Field], attribute: str) -> Field:
+    """The field that sets an options attribute."""
+    return next(f for f in fields if f.attribute == attribute)
 
 
 def encode_query(fields: Sequence[Field], values: Mapping[str, Any]) -> dict[str, str]:

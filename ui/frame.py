@@ -3,8 +3,9 @@
 A lab page calls `start_lab` first and `LabPage.sync_url` once its controls are drawn::
 
     page = start_lab("autograd", FIELDS)
-    st.slider("Depth", 1, 6, key=page.key("depth"))
+    page.widget("depth")  # drawn as its field says: label, range, step, help
     page.sync_url()
+    options = page.options(AutogradOptions)
 
 Each control's widget state is seeded from the URL the first time the page runs in
 a session (or after Streamlit dropped it on a page switch); from then on the widget
@@ -14,6 +15,7 @@ same lab with the same seed.
 
 from __future__ import annotations
 
+import dataclasses
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +27,17 @@ import streamlit as st
 from explorers import environment
 from ui import drill, mock, notes, plan
 from ui.catalogue import LABS, Lab, lab
-from ui.fields import BoolField, ChoiceField, Field, encode_query, read_query
+from ui.fields import (
+    BoolField,
+    ChoiceField,
+    Field,
+    FloatField,
+    IntField,
+    encode_query,
+    named,
+    options_values,
+    read_query,
+)
 from ui.runs import start_engine
 
 CSS = (Path(__file__).resolve().parent.parent / "assets" / "style.css").read_text()
@@ -102,6 +114,26 @@ def setup_page(title: str, icon: str) -> list[str]:
     return notices
 
 
+# The widget each kind of field draws unless its field names another.
+USUAL_WIDGET = {IntField: "slider", FloatField: "slider", ChoiceField: "selectbox", BoolField: "toggle"}
+
+
+def _draw(where, kind: str, field: Field, label: str, low: Any, high: Any, **kwargs: Any) -> None:
+    """One widget for one field; `kwargs` carries its key and what the page set for this drawing."""
+    if kind == "slider":
+        where.slider(label, low, high, step=field.step, **kwargs)
+    elif kind == "number":
+        where.number_input(label, low, high, step=field.step or 1, **kwargs)
+    elif kind in ("selectbox", "select_slider", "radio", "segmented_control"):
+        if field.format is not None:
+            kwargs["format_func"] = field.format
+        getattr(where, kind)(label, field.choices, **kwargs)
+    elif kind in ("toggle", "checkbox"):
+        getattr(where, kind)(label, **kwargs)
+    else:
+        raise ValueError(f"no widget {kind!r} for the field {field.name!r}")
+
+
 @dataclass(frozen=True)
 class LabPage:
     lab: Lab
@@ -118,6 +150,27 @@ class LabPage:
 
     def set(self, name: str, value: Any) -> None:
         st.session_state[self.key(name)] = value
+
+    def field(self, name: str) -> Field:
+        return next(f for f in self.fields if f.name == name)
+
+    def widget(self, name: str, where: Any = None, *, high: Any = None, **kwargs: Any) -> None:
+        """Draw the field's widget in `where` (the page by default). `high` narrows a range to what the
+        model allows; `kwargs` (disabled, help, on_change) are this drawing's own."""
+        field = self.field(name)
+        kind = field.widget or USUAL_WIDGET[type(field)]
+        kwargs.setdefault("help", field.help)
+        low, top = getattr(field, "low", None), getattr(field, "high", None)
+        _draw(where or st, kind, field, field.label, low, top if high is None else high, key=self.key(name), **kwargs)
+
+    def options(self, cls: type, **given: Any) -> Any:
+        """An options object of `cls` from every field that sets one of its attributes, plus `given`."""
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in given]
+        return cls(**options_values(self.fields, self.values(), names), **given)
+
+    def set_option(self, attribute: str, value: Any) -> None:
+        """Move the control that sets an options attribute (a preset, an experiment the lab suggests)."""
+        self.set(named(self.fields, attribute).name, value)
 
     @property
     def device(self) -> str:
@@ -171,14 +224,15 @@ def start_lab(slug: str, fields: Sequence[Field]) -> LabPage:
     notices = setup_page(entry.title, entry.icon)
     drill.visit(slug)
     devices = tuple(environment.available_devices())
-    page = LabPage(entry, (*fields, ChoiceField("device", "cpu", devices)))
+    device = ChoiceField("device", "cpu", devices, label="Device", help="CUDA and MPS appear only when present.")
+    page = LabPage(entry, (*fields, device))
     notices += _seed_state_from_url(page)
     st.title(f"{entry.icon} {entry.title}")
     st.markdown(f"<p class='question'>{entry.question}</p>", unsafe_allow_html=True)
     for notice in notices:
         st.warning(notice, icon=":material/warning:")
     with st.sidebar:
-        st.selectbox("Device", devices, key=page.key("device"), help="CUDA and MPS appear only when present.")
+        page.widget("device")
         st.caption(environment.provenance(page.device))
     return page
 
