@@ -16,67 +16,43 @@ from ui.frame import start_lab
 
 DEFAULT = ProfileOptions()
 BATCHES = (8, 16, 32, 64, 128, 256, 512, 1024)
-# Field names are ProfileOptions' own, so the controls' values build the options directly.
+# Field names are ProfileOptions' own: an experiment's options move the controls directly.
 KNOBS = (
-    ChoiceField("width", DEFAULT.width, lab.WIDTHS),
-    IntField("depth", DEFAULT.depth, *lab.DEPTH_RANGE),
-    ChoiceField("batch_size", DEFAULT.batch_size, BATCHES),
-    IntField("data_cost_ms", DEFAULT.data_cost_ms, *lab.DATA_COST_RANGE),
-    IntField("num_workers", DEFAULT.num_workers, *lab.WORKERS_RANGE),
-    BoolField("pin_memory", DEFAULT.pin_memory),
-    ChoiceField("optimizer", DEFAULT.optimizer, lab.OPTIMIZERS),
-    IntField("threads", DEFAULT.threads, *lab.THREADS_RANGE),
-    IntField("warmup", DEFAULT.warmup, *lab.WARMUP_RANGE),
-    IntField("active", DEFAULT.active, *lab.ACTIVE_RANGE),
-    BoolField("synchronize", DEFAULT.synchronize),
-    IntField("seed", DEFAULT.seed, *lab.SEED_RANGE),
+    ChoiceField("width", DEFAULT.width, lab.WIDTHS, label="Model width", widget="select_slider"),
+    IntField("depth", DEFAULT.depth, *lab.DEPTH_RANGE, label="Depth (layers)"),
+    ChoiceField("batch_size", DEFAULT.batch_size, BATCHES, label="Batch size", widget="select_slider"),
+    ChoiceField("optimizer", DEFAULT.optimizer, lab.OPTIMIZERS, label="Optimizer"),
+    IntField(
+        "data_cost_ms",
+        DEFAULT.data_cost_ms,
+        *lab.DATA_COST_RANGE,
+        label="Data cost (ms/batch)",
+        help=lesson.DATA_COST_HELP,
+    ),
+    IntField("num_workers", DEFAULT.num_workers, *lab.WORKERS_RANGE, label="DataLoader workers"),
+    IntField("threads", DEFAULT.threads, *lab.THREADS_RANGE, label="CPU threads"),
+    IntField("warmup", DEFAULT.warmup, *lab.WARMUP_RANGE, label="Warm-up steps"),
+    IntField("active", DEFAULT.active, *lab.ACTIVE_RANGE, label="Active steps", help=lesson.active_help(lab.ROUNDS)),
+    IntField("seed", DEFAULT.seed, *lab.SEED_RANGE, label="Seed", widget="number"),
+    BoolField("pin_memory", DEFAULT.pin_memory, label="pin_memory", help=lesson.PIN_MEMORY_HELP),
+    BoolField("synchronize", DEFAULT.synchronize, label="sync per phase", help=lesson.SYNC_HELP),
 )
+CUDA_ONLY = ("pin_memory", "synchronize")  # they act on copies to and waits for a CUDA device
 # The comparison an experiment starts (the knob it changed, and its old value) is kept in the link too.
-FIELDS = (*KNOBS, ChoiceField("before", lesson.NO_COMPARISON, lesson.comparison_tokens()))
+FIELDS = (*KNOBS, ChoiceField("before", lesson.NO_COMPARISON, lesson.comparison_tokens(), option=None))
 page = start_lab("profiler", FIELDS)
 key = page.key
 cuda = page.device == "cuda"
 
 bench, stage = page.workbench()
 with bench, page.controls():
-    row = st.columns(2)
-    row[0].select_slider("Model width", lab.WIDTHS, key=key("width"))
-    row[1].slider("Depth (layers)", *lab.DEPTH_RANGE, key=key("depth"))
-    row = st.columns(2)
-    row[0].select_slider("Batch size", BATCHES, key=key("batch_size"))
-    row[1].selectbox("Optimizer", lab.OPTIMIZERS, key=key("optimizer"))
-    row = st.columns(2)
-    row[0].slider(
-        "Data cost (ms/batch)",
-        *lab.DATA_COST_RANGE,
-        key=key("data_cost_ms"),
-        help=lesson.DATA_COST_HELP,
-    )
-    row[1].slider("DataLoader workers", *lab.WORKERS_RANGE, key=key("num_workers"))
-    row = st.columns(2)
-    row[0].slider("CPU threads", *lab.THREADS_RANGE, key=key("threads"))
-    row[1].slider("Warm-up steps", *lab.WARMUP_RANGE, key=key("warmup"))
-    row = st.columns(2)
-    row[0].slider(
-        "Active steps",
-        *lab.ACTIVE_RANGE,
-        key=key("active"),
-        help=lesson.active_help(lab.ROUNDS),
-    )
-    row[1].number_input("Seed", *lab.SEED_RANGE, key=key("seed"), step=1)
-    row = st.columns(2)
-    row[0].toggle("pin_memory", key=key("pin_memory"), disabled=not cuda, help=lesson.PIN_MEMORY_HELP)
-    row[1].toggle(
-        "sync per phase",
-        key=key("synchronize"),
-        disabled=not cuda,
-        help=lesson.SYNC_HELP,
-    )
+    for pair in zip(KNOBS[::2], KNOBS[1::2], strict=True):  # two per row, in the table's order
+        for field, column in zip(pair, st.columns(2), strict=True):
+            page.widget(field.name, column, disabled=field.name in CUDA_ONLY and not cuda)
 
 
 def options_now() -> ProfileOptions:
-    knobs = {field.name: page.value(field.name) for field in KNOBS}
-    return ProfileOptions(**knobs, device=page.device, repeat=st.session_state.get(key("repeat"), 0))
+    return page.options(ProfileOptions, repeat=st.session_state.get(key("repeat"), 0))
 
 
 def compared_with(options: ProfileOptions) -> ProfileOptions | None:

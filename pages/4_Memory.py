@@ -15,49 +15,40 @@ from ui.fields import BoolField, ChoiceField, IntField
 from ui.frame import start_lab
 
 DEFAULT = MemoryOptions()
-# Field names are MemoryOptions' own, so the controls' values build the options directly.
 FIELDS = (
-    ChoiceField("preset", DEFAULT.preset, tuple(lab.PRESETS)),
-    IntField("width", DEFAULT.width, *lab.WIDTH_RANGE),
-    IntField("depth", DEFAULT.depth, *lab.DEPTH_RANGE),
-    IntField("seq_len", DEFAULT.seq_len, *lab.SEQ_RANGE),
-    ChoiceField("heads", DEFAULT.heads, lab.HEADS),
-    ChoiceField("batch_size", DEFAULT.batch_size, lab.BATCHES),
-    ChoiceField("optimizer", DEFAULT.optimizer, memory.OPTIMIZERS),
-    ChoiceField("precision", DEFAULT.precision, memory.PRECISIONS),
-    BoolField("checkpointing", DEFAULT.checkpointing),
-    IntField("accumulation", DEFAULT.accumulation, *lab.ACCUMULATION_RANGE),
-    ChoiceField("budget_gb", DEFAULT.budget_gb, lab.BUDGETS_GB),
-    IntField("seed", DEFAULT.seed, *lab.SEED_RANGE),
+    ChoiceField("preset", DEFAULT.preset, tuple(lab.PRESETS), label="Model", format=lab.PRESETS.get),
+    IntField("width", DEFAULT.width, *lab.WIDTH_RANGE, label="Width", step=16, help=lesson.WIDTH_HELP),
+    IntField("depth", DEFAULT.depth, *lab.DEPTH_RANGE, label="Depth (blocks)"),
+    IntField("seq_len", DEFAULT.seq_len, *lab.SEQ_RANGE, label="Sequence length", step=8),
+    ChoiceField("heads", DEFAULT.heads, lab.HEADS, label="Heads", widget="select_slider"),
+    ChoiceField("batch_size", DEFAULT.batch_size, lab.BATCHES, label="Batch size (log scale)", widget="select_slider"),
+    ChoiceField("optimizer", DEFAULT.optimizer, memory.OPTIMIZERS, label="Optimizer"),
+    ChoiceField("precision", DEFAULT.precision, memory.PRECISIONS, label="Precision", help=lesson.PRECISION_HELP),
+    BoolField("checkpointing", DEFAULT.checkpointing, label="Checkpointing", help=lesson.CHECKPOINTING_HELP),
+    IntField("accumulation", DEFAULT.accumulation, *lab.ACCUMULATION_RANGE, label="Accumulation steps"),
+    ChoiceField("budget_gb", DEFAULT.budget_gb, lab.BUDGETS_GB, label="Device memory", format="{} GiB".format),
+    IntField("seed", DEFAULT.seed, *lab.SEED_RANGE, label="Seed", widget="number"),
 )
 page = start_lab("memory", FIELDS)
 key = page.key
 
 bench, stage = page.workbench()
 with bench:  # the batch size is what a presenter slides: it stays in view
-    st.select_slider("Batch size (log scale)", lab.BATCHES, key=key("batch_size"))
+    page.widget("batch_size")
 with bench, page.controls():
-    st.selectbox("Model", tuple(lab.PRESETS), format_func=lab.PRESETS.get, key=key("preset"))
+    page.widget("preset")
     transformer = page.value("preset") == "transformer"
-    row = st.columns(2)
-    row[0].slider("Width", *lab.WIDTH_RANGE, step=16, key=key("width"), help="Channels, for the CNN.")
-    row[1].slider("Depth (blocks)", *lab.DEPTH_RANGE, key=key("depth"))
-    row = st.columns(2)
-    row[0].slider("Sequence length", *lab.SEQ_RANGE, step=8, key=key("seq_len"), disabled=not transformer)
-    row[1].select_slider("Heads", lab.HEADS, key=key("heads"), disabled=not transformer)
-    row = st.columns(2)
-    row[0].selectbox("Optimizer", memory.OPTIMIZERS, key=key("optimizer"))
-    row[1].selectbox("Precision", memory.PRECISIONS, key=key("precision"), help="bf16/fp16 use autocast.")
-    row = st.columns(2)
-    row[0].slider("Accumulation steps", *lab.ACCUMULATION_RANGE, key=key("accumulation"))
-    row[1].selectbox("Device memory", lab.BUDGETS_GB, format_func=lambda gib: f"{gib} GiB", key=key("budget_gb"))
+    rows = (("width", "depth"), ("seq_len", "heads"), ("optimizer", "precision"), ("accumulation", "budget_gb"))
+    for pair in rows:
+        for name, column in zip(pair, st.columns(2), strict=True):
+            page.widget(name, column, disabled=name in ("seq_len", "heads") and not transformer)
     row = st.columns(2, vertical_alignment="bottom")
-    row[0].toggle("Checkpointing", key=key("checkpointing"), help="Activation checkpointing per top-level block.")
-    row[1].number_input("Seed", *lab.SEED_RANGE, key=key("seed"), step=1)
+    page.widget("checkpointing", row[0])
+    page.widget("seed", row[1])
 page.sync_url()
 
 try:
-    options = MemoryOptions(**page.values())
+    options = page.options(MemoryOptions)
 except ValueError as error:  # e.g. a width the heads do not divide
     st.warning(lesson.invalid_options_notice(error))
     options = dataclasses.replace(DEFAULT, device=page.device)

@@ -19,80 +19,83 @@ from ui.frame import start_lab
 
 # The page opens on the predict question's case: 10 samples on 4 ranks, so the sampler pads.
 DEFAULT = dataclasses.replace(ddp.DDPOptions(), world_size=4, per_rank_batch=2)
-FIELDS = (
-    IntField("world_size", DEFAULT.world_size, *knobs.WORLD_SIZE_RANGE),
-    IntField("dataset_size", DEFAULT.dataset_size, *knobs.DATASET_SIZE_RANGE),
-    IntField("per_rank_batch", DEFAULT.per_rank_batch, *knobs.PER_RANK_BATCH_RANGE),
-    IntField("epochs", DEFAULT.epochs, *knobs.EPOCHS_RANGE),
-    IntField("steps", DEFAULT.steps, *knobs.STEPS_RANGE),
-    ChoiceField("sharding", DEFAULT.sharding, knobs.SHARDINGS),
-    BoolField("shuffle", DEFAULT.shuffle),
-    BoolField("set_epoch", DEFAULT.set_epoch),
-    BoolField("drop_last", DEFAULT.drop_last),
-    BoolField("join", DEFAULT.join),
-    IntField("accumulation", DEFAULT.accumulation, *knobs.ACCUMULATION_RANGE),
-    ChoiceField("bucket_cap_mb", DEFAULT.bucket_cap_mb, knobs.BUCKET_CAPS_MB),
-    ChoiceField("launcher", DEFAULT.launcher, knobs.LAUNCHERS),
-    IntField("seed", DEFAULT.seed, *knobs.SEED_RANGE),
-    IntField("grad_step", 0, 0, knobs.STEPS_RANGE[1] - 1),  # view only: which step's gradients are drawn
-    BoolField("sample", False),  # view only: show the sample results file from torchrun
-)
-VIEW_ONLY = ("grad_step", "sample")
 SAMPLE = Path(__file__).resolve().parents[1] / "assets" / "ddp" / "torchrun-2-nodes.json"
 SHARDING_NAMES = {"sampler": "Sampler", "strided": "Own slice"}  # DistributedSampler, or rank::W without padding
 LAUNCHER_NAMES = {"processes": "forkserver", "torchrun": "torchrun"}
 ENGINE_TIMEOUT_S = RUN_TIMEOUT_S + 30  # the launcher's own limit ends a run first, with its records
 GRADIENT_BYTES = 4 * sum(p["numel"] for p in parameter_layout())  # float32 gradients of the lab's model
+# Field names are DDPOptions' own.
+FIELDS = (
+    IntField(
+        "world_size", DEFAULT.world_size, *knobs.WORLD_SIZE_RANGE, label="World size", help=lesson.HELP["world_size"]
+    ),
+    IntField("dataset_size", DEFAULT.dataset_size, *knobs.DATASET_SIZE_RANGE, label="Dataset size"),
+    IntField("per_rank_batch", DEFAULT.per_rank_batch, *knobs.PER_RANK_BATCH_RANGE, label="Per-rank batch"),
+    IntField(
+        "accumulation",
+        DEFAULT.accumulation,
+        *knobs.ACCUMULATION_RANGE,
+        label="Accumulation (k)",
+        help=lesson.HELP["accumulation"],
+    ),
+    IntField("epochs", DEFAULT.epochs, *knobs.EPOCHS_RANGE, label="Epochs"),
+    IntField("steps", DEFAULT.steps, *knobs.STEPS_RANGE, label="Max steps", help=lesson.HELP["steps"]),
+    ChoiceField(
+        "sharding",
+        DEFAULT.sharding,
+        knobs.SHARDINGS,
+        label="Sharding",
+        format=SHARDING_NAMES.get,
+        help=lesson.HELP["sharding"],
+    ),
+    ChoiceField(
+        "bucket_cap_mb",
+        DEFAULT.bucket_cap_mb,
+        knobs.BUCKET_CAPS_MB,
+        label="Bucket cap (MB)",
+        widget="select_slider",
+        format=knobs.bucket_label,
+        help=lesson.bucket_help(GRADIENT_BYTES),
+    ),
+    BoolField("shuffle", DEFAULT.shuffle, label="Shuffle", help=lesson.NO_SAMPLER_HELP),
+    BoolField("set_epoch", DEFAULT.set_epoch, label="set_epoch", help=lesson.NO_SAMPLER_HELP),
+    BoolField("drop_last", DEFAULT.drop_last, label="drop_last", help=lesson.NO_SAMPLER_HELP),
+    BoolField("join", DEFAULT.join, label="Join", help=lesson.HELP["join"]),
+    ChoiceField(
+        "launcher",
+        DEFAULT.launcher,
+        knobs.LAUNCHERS,
+        label="Launcher",
+        format=LAUNCHER_NAMES.get,
+        help=lesson.HELP["launcher"],
+    ),
+    IntField("seed", DEFAULT.seed, *knobs.SEED_RANGE, label="Seed", widget="number"),
+    # view only: which step's gradients are drawn, and the sample results file from torchrun
+    IntField("grad_step", 0, 0, knobs.STEPS_RANGE[1] - 1, option=None, label="Step shown", widget="select_slider"),
+    BoolField("sample", False, option=None, label=lesson.sample_label(SAMPLE.name)),
+)
+SAMPLER_ONLY = ("shuffle", "set_epoch", "drop_last")
 
 page = start_lab("ddp", FIELDS)
 key = page.key
 
 bench, stage = page.workbench()
 with bench:  # what a presenter changes: how many ranks, how much data
-    row = st.columns(2)
-    row[0].slider("World size", *knobs.WORLD_SIZE_RANGE, key=key("world_size"), help=lesson.HELP["world_size"])
-    row[1].slider("Dataset size", *knobs.DATASET_SIZE_RANGE, key=key("dataset_size"))
+    for name, column in zip(("world_size", "dataset_size"), st.columns(2), strict=True):
+        page.widget(name, column)
 with bench, page.controls():
     sampler = page.value("sharding") == "sampler"
-    no_sampler = lesson.NO_SAMPLER_HELP
-    row = st.columns(2)
-    row[0].slider("Per-rank batch", *knobs.PER_RANK_BATCH_RANGE, key=key("per_rank_batch"))
-    row[1].slider(
-        "Accumulation (k)", *knobs.ACCUMULATION_RANGE, key=key("accumulation"), help=lesson.HELP["accumulation"]
+    rows = (
+        ("per_rank_batch", "accumulation"),
+        ("epochs", "steps"),
+        ("sharding", "bucket_cap_mb"),
+        ("shuffle", "set_epoch"),
+        ("drop_last", "join"),
+        ("launcher", "seed"),
     )
-    row = st.columns(2)
-    row[0].slider("Epochs", *knobs.EPOCHS_RANGE, key=key("epochs"))
-    row[1].slider("Max steps", *knobs.STEPS_RANGE, key=key("steps"), help=lesson.HELP["steps"])
-    row = st.columns(2)
-    row[0].selectbox(
-        "Sharding",
-        knobs.SHARDINGS,
-        format_func=SHARDING_NAMES.get,
-        key=key("sharding"),
-        help=lesson.HELP["sharding"],
-    )
-    row[1].select_slider(
-        "Bucket cap (MB)",
-        knobs.BUCKET_CAPS_MB,
-        format_func=knobs.bucket_label,
-        key=key("bucket_cap_mb"),
-        help=lesson.bucket_help(GRADIENT_BYTES),
-    )
-    row = st.columns(2)
-    row[0].toggle("Shuffle", key=key("shuffle"), disabled=not sampler, help=no_sampler)
-    row[1].toggle("set_epoch", key=key("set_epoch"), disabled=not sampler, help=no_sampler)
-    row = st.columns(2)
-    row[0].toggle("drop_last", key=key("drop_last"), disabled=not sampler, help=no_sampler)
-    row[1].toggle("Join", key=key("join"), help=lesson.HELP["join"])
-    row = st.columns(2, vertical_alignment="bottom")
-    row[0].selectbox(
-        "Launcher",
-        knobs.LAUNCHERS,
-        format_func=LAUNCHER_NAMES.get,
-        key=key("launcher"),
-        help=lesson.HELP["launcher"],
-    )
-    row[1].number_input("Seed", *knobs.SEED_RANGE, key=key("seed"), step=1)
+    for pair in rows:
+        for name, column in zip(pair, st.columns(2, vertical_alignment="bottom"), strict=True):
+            page.widget(name, column, disabled=name in SAMPLER_ONLY and not sampler)
 page.sync_url()
 
 device = "cpu"
@@ -100,8 +103,7 @@ if page.device == "cuda" and environment.cuda_devices() >= page.value("world_siz
     device = "cuda"
 elif page.device != "cpu":
     st.info(lesson.cpu_fallback_line(environment.cuda_devices(), page.value("world_size")), icon=":material/info:")
-chosen = {f.name: page.value(f.name) for f in FIELDS if f.name not in VIEW_ONLY}
-options = ddp.DDPOptions(**chosen, device=device)
+options = page.options(ddp.DDPOptions, device=device)
 settings = {
     "ranks": options.world_size,
     "samples": options.dataset_size,
@@ -154,7 +156,7 @@ with gradient_column:
         if page.value("grad_step") not in steps:
             page.set("grad_step", min(steps, key=lambda s: abs(s - page.value("grad_step"))))
         if len(steps) > 1:
-            st.select_slider("Step shown", steps, key=key("grad_step"))
+            page.widget("grad_step", choices=steps)
         figures.plotly(
             charts.gradients_figure(run, page.value("grad_step")),
             figures.caption("Local vs averaged gradient", {**settings, "step": page.value("grad_step")}, page.device),
@@ -200,7 +202,7 @@ def show_loaded(loaded: ddp.DDPRun) -> None:
 uploaded = st.file_uploader(
     lesson.upload_label(format_bytes(MAX_FILE_BYTES)), type=["json"], key=key("upload"), max_upload_size=MAX_UPLOAD_MB
 )
-st.toggle(lesson.sample_label(SAMPLE.name), key=key("sample"))
+page.widget("sample")
 if uploaded is not None:
     try:
         if uploaded.size > MAX_FILE_BYTES:

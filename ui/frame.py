@@ -118,8 +118,9 @@ def setup_page(title: str, icon: str) -> list[str]:
 USUAL_WIDGET = {IntField: "slider", FloatField: "slider", ChoiceField: "selectbox", BoolField: "toggle"}
 
 
-def _draw(where, kind: str, field: Field, label: str, low: Any, high: Any, **kwargs: Any) -> None:
+def _draw(where, kind: str, field: Field, low: Any, high: Any, choices: Any, **kwargs: Any) -> None:
     """One widget for one field; `kwargs` carries its key and what the page set for this drawing."""
+    label = field.label
     if kind == "slider":
         where.slider(label, low, high, step=field.step, **kwargs)
     elif kind == "number":
@@ -127,7 +128,7 @@ def _draw(where, kind: str, field: Field, label: str, low: Any, high: Any, **kwa
     elif kind in ("selectbox", "select_slider", "radio", "segmented_control"):
         if field.format is not None:
             kwargs["format_func"] = field.format
-        getattr(where, kind)(label, field.choices, **kwargs)
+        getattr(where, kind)(label, choices, **kwargs)
     elif kind in ("toggle", "checkbox"):
         getattr(where, kind)(label, **kwargs)
     else:
@@ -154,14 +155,19 @@ class LabPage:
     def field(self, name: str) -> Field:
         return next(f for f in self.fields if f.name == name)
 
-    def widget(self, name: str, where: Any = None, *, high: Any = None, **kwargs: Any) -> None:
-        """Draw the field's widget in `where` (the page by default). `high` narrows a range to what the
-        model allows; `kwargs` (disabled, help, on_change) are this drawing's own."""
+    def widget(self, name: str, where: Any = None, *, high: Any = None, choices: Any = None, **kwargs: Any) -> None:
+        """Draw the field's widget in `where` (the page by default).
+
+        `high` and `choices` narrow the field's range to what this run allows (a model's block count,
+        the steps a run took); `kwargs` (disabled, help, on_change) are this drawing's own.
+        """
         field = self.field(name)
         kind = field.widget or USUAL_WIDGET[type(field)]
         kwargs.setdefault("help", field.help)
-        low, top = getattr(field, "low", None), getattr(field, "high", None)
-        _draw(where or st, kind, field, field.label, low, top if high is None else high, key=self.key(name), **kwargs)
+        low = getattr(field, "low", None)
+        high = getattr(field, "high", None) if high is None else high
+        choices = getattr(field, "choices", None) if choices is None else choices
+        _draw(where or st, kind, field, low, high, choices, key=self.key(name), **kwargs)
 
     def options(self, cls: type, **given: Any) -> Any:
         """An options object of `cls` from every field that sets one of its attributes, plus `given`."""

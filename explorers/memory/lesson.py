@@ -49,6 +49,10 @@ STATEMENTS: dict[str, Statement] = {
         source="https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory",
     ),
 }
+# The help of the controls whose meaning is not in their label.
+WIDTH_HELP = "Hidden units in the MLP, channels in the CNN, the model dimension in the transformer."
+PRECISION_HELP = "bf16 and fp16 run the step under autocast; the weights stay fp32."
+CHECKPOINTING_HELP = "Activation checkpointing around each top-level block of the model."
 DOUBLING_QUESTION = "Double the batch size. Which of these grows?"
 
 PHASES = {"forward": "the forward pass", "backward": "the backward pass", "optimizer step": "the optimizer step"}
