@@ -24,18 +24,31 @@ SEQ_CHOICES = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 GPU_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 DEFAULT = PlanOptions()
 FIELDS = (
-    ChoiceField("model", DEFAULT.model, models.KEYS),
-    IntField("batch", DEFAULT.batch_size, *BATCH_RANGE),
-    ChoiceField("seq", DEFAULT.seq_len, SEQ_CHOICES),
-    ChoiceField("precision", DEFAULT.precision, PRECISIONS),
-    ChoiceField("optimizer", DEFAULT.optimizer, OPTIMIZERS),
-    BoolField("checkpointing", DEFAULT.checkpointing),
-    ChoiceField("trainable", DEFAULT.trainable, TRAINABLE),
-    IntField("blocks", DEFAULT.trainable_blocks, 1, 128),
-    ChoiceField("gpus", DEFAULT.world_size, GPU_CHOICES),
-    ChoiceField("zero", DEFAULT.zero_stage, (0, 1, 2, 3)),
-    ChoiceField("budget", 80, BUDGETS_GIB),
-    BoolField("foreach", DEFAULT.foreach),
+    ChoiceField("model", DEFAULT.model, models.KEYS, label="Model", format=models.NAMES.get),
+    ChoiceField("seq", DEFAULT.seq_len, SEQ_CHOICES, option="seq_len", label="Sequence length", widget="select_slider"),
+    IntField("batch", DEFAULT.batch_size, *BATCH_RANGE, option="batch_size", label="Micro-batch", widget="number"),
+    ChoiceField(
+        "precision", DEFAULT.precision, PRECISIONS, label="Precision", widget="radio", format=lesson.PRECISION_NAMES.get
+    ),
+    ChoiceField(
+        "budget", 80, BUDGETS_GIB, option=None, label="GPU memory", widget="segmented_control", format="{} GiB".format
+    ),
+    ChoiceField("optimizer", DEFAULT.optimizer, OPTIMIZERS, label="Optimizer", format=lesson.OPTIMIZER_NAMES.get),
+    BoolField("foreach", DEFAULT.foreach, label="AdamW steps all parameters at once (foreach, CUDA's default)"),
+    BoolField("checkpointing", DEFAULT.checkpointing, label="Activation checkpointing"),
+    ChoiceField("trainable", DEFAULT.trainable, TRAINABLE, label="What trains", format=lesson.TRAINABLE_NAMES.get),
+    IntField("blocks", DEFAULT.trainable_blocks, 1, 128, option="trainable_blocks", label="N (last blocks that train)"),
+    ChoiceField(
+        "gpus", DEFAULT.world_size, GPU_CHOICES, option="world_size", label="Data-parallel GPUs", widget="select_slider"
+    ),
+    ChoiceField(
+        "zero",
+        DEFAULT.zero_stage,
+        (0, 1, 2, 3),
+        option="zero_stage",
+        label="Sharding",
+        format=lesson.SHARDING_NAMES.get,
+    ),
 )
 # The widest searches measure about ten steps of an 8B model, several seconds each here.
 TIME_LIMIT_S = runs.longer_limit(5)
@@ -45,24 +58,21 @@ key = page.key
 
 bench, stage = page.workbench()
 with bench:
-    st.selectbox("Model", models.KEYS, key=key("model"), format_func=models.NAMES.get)
-    st.select_slider("Sequence length", SEQ_CHOICES, key=key("seq"))
-    st.number_input("Micro-batch", *BATCH_RANGE, key=key("batch"), step=1)
-    st.radio("Precision", PRECISIONS, key=key("precision"), format_func=lesson.PRECISION_NAMES.get)
-    st.segmented_control("GPU memory", BUDGETS_GIB, key=key("budget"), format_func="{} GiB".format)
+    for name in ("model", "seq", "batch", "precision", "budget"):
+        page.widget(name)
 with bench, page.controls():
-    st.selectbox("Optimizer", OPTIMIZERS, key=key("optimizer"), format_func=lesson.OPTIMIZER_NAMES.get)
+    page.widget("optimizer")
     if page.value("optimizer") == "adamw":
-        st.toggle("AdamW steps all parameters at once (foreach, CUDA's default)", key=key("foreach"))
-    st.toggle("Activation checkpointing", key=key("checkpointing"))
-    st.selectbox("What trains", TRAINABLE, key=key("trainable"), format_func=lesson.TRAINABLE_NAMES.get)
+        page.widget("foreach")
+    page.widget("checkpointing")
+    page.widget("trainable")
     if page.value("trainable") == "last":
         most = models.block_count(page.value("model"))
         if page.value("blocks") > most:  # a link's N, or one set for a deeper model
             page.set("blocks", most)
-        st.slider("N (last blocks that train)", 1, most, key=key("blocks"))
-    st.select_slider("Data-parallel GPUs", GPU_CHOICES, key=key("gpus"))
-    st.selectbox("Sharding", (0, 1, 2, 3), key=key("zero"), format_func=lesson.SHARDING_NAMES.get)
+        page.widget("blocks", high=most)
+    page.widget("gpus")
+    page.widget("zero")
 page.sync_url()
 
 model = page.value("model")
@@ -71,17 +81,10 @@ seq = page.value("seq")
 if seq > limit:
     st.info(lesson.POSITION_NOTE.format(name=models.NAMES[model], limit=limit), icon=":material/info:")
     seq = limit
-options = PlanOptions(
-    model=model,
+options = page.options(
+    PlanOptions,
     batch_size=page.value("batch") or 1,  # an emptied number box counts as its smallest value
     seq_len=seq,
-    precision=page.value("precision"),
-    optimizer=page.value("optimizer"),
-    checkpointing=page.value("checkpointing"),
-    trainable=page.value("trainable"),
-    trainable_blocks=page.value("blocks"),
-    world_size=page.value("gpus"),
-    zero_stage=page.value("zero"),
     foreach=page.value("foreach") and page.value("optimizer") == "adamw",
 )
 budget = page.value("budget") or 80

@@ -16,14 +16,30 @@ DEFAULT = GradientsOptions()
 LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3, 1.0)  # log steps: a linear slider wastes its range
 MAX_NORMS = (0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 100.0)
 FIELDS = (
-    ChoiceField("scenario", DEFAULT.scenario, tuple(SCENARIOS)),
-    IntField("depth", DEFAULT.depth, *lab.DEPTH_RANGE),
-    FloatField("scale", DEFAULT.init_scale, *lab.INIT_SCALE_RANGE),
-    ChoiceField("activation", DEFAULT.activation, tuple(lab.ACTIVATIONS)),
-    ChoiceField("lr", DEFAULT.learning_rate, LEARNING_RATES),
-    IntField("k", DEFAULT.k, *lab.K_RANGE),
-    ChoiceField("max_norm", DEFAULT.max_norm, MAX_NORMS),
-    IntField("seed", DEFAULT.seed, *lab.SEED_RANGE),
+    ChoiceField(
+        "scenario",
+        DEFAULT.scenario,
+        tuple(SCENARIOS),
+        label="Scenario",
+        widget="radio",
+        format=lambda s: SCENARIOS[s].label,
+    ),
+    IntField("depth", DEFAULT.depth, *lab.DEPTH_RANGE, label="Depth"),
+    FloatField(
+        "scale", DEFAULT.init_scale, *lab.INIT_SCALE_RANGE, option="init_scale", label="Initial scale", step=0.05
+    ),
+    ChoiceField("activation", DEFAULT.activation, tuple(lab.ACTIVATIONS), label="Activation"),
+    ChoiceField(
+        "lr",
+        DEFAULT.learning_rate,
+        LEARNING_RATES,
+        option="learning_rate",
+        label="Learning rate (training)",
+        widget="select_slider",
+    ),
+    IntField("k", DEFAULT.k, *lab.K_RANGE, label="Batches without zero_grad (k)"),
+    ChoiceField("max_norm", DEFAULT.max_norm, MAX_NORMS, label="clip_grad_norm_ max_norm", widget="select_slider"),
+    IntField("seed", DEFAULT.seed, *lab.SEED_RANGE, label="Seed", widget="number"),
 )
 
 page = start_lab("gradients", FIELDS)
@@ -32,49 +48,27 @@ key = page.key
 
 def apply_scenario_defaults() -> None:
     """Picking a scenario loads the knob values that show its pathology best (still adjustable)."""
-    for name, value in SCENARIOS[page.value("scenario")].defaults.items():
-        page.set({"init_scale": "scale"}.get(name, name), value)
+    for attribute, value in SCENARIOS[page.value("scenario")].defaults.items():
+        page.set_option(attribute, value)
 
 
 bench, stage = page.workbench()
 with bench:  # the scenario stays in view when presenting: it is what the presenter clicks
-    st.radio(
-        "Scenario",
-        tuple(SCENARIOS),
-        format_func=lambda s: SCENARIOS[s].label,
-        key=key("scenario"),
-        on_change=apply_scenario_defaults,
-    )
+    page.widget("scenario", on_change=apply_scenario_defaults)
 with bench, page.controls():
     knobs = SCENARIOS[page.value("scenario")].knobs
-    off = lesson.KNOB_NOT_IN_MODEL
-    depth, scale = st.columns(2)
-    depth.slider("Depth", *lab.DEPTH_RANGE, key=key("depth"), disabled="depth" not in knobs, help=off)
-    scale.slider("Initial scale", *lab.INIT_SCALE_RANGE, step=0.05, key=key("scale"))
-    activation, k = st.columns(2)
-    activation.selectbox(
-        "Activation", tuple(lab.ACTIVATIONS), key=key("activation"), disabled="activation" not in knobs, help=off
-    )
-    k.slider("Batches without zero_grad (k)", *lab.K_RANGE, key=key("k"), disabled="k" not in knobs, help=off)
+    for pair in (("depth", "scale"), ("activation", "k")):
+        for name, column in zip(pair, st.columns(2), strict=True):
+            unused = name in ("depth", "activation", "k") and name not in knobs  # every model has a scale
+            page.widget(name, column, disabled=unused, help=lesson.KNOB_NOT_IN_MODEL if unused else None)
     ignored = lesson.knobs_not_in_model(page.value("scenario"))
     if ignored:
         st.caption(ignored)
-    learning_rate, seed = st.columns(2)
-    learning_rate.select_slider("Learning rate (training)", LEARNING_RATES, key=key("lr"))
-    seed.number_input("Seed", *lab.SEED_RANGE, key=key("seed"), step=1)
+    for name, column in zip(("lr", "seed"), st.columns(2), strict=True):
+        page.widget(name, column)
 page.sync_url()
 
-options = GradientsOptions(
-    scenario=page.value("scenario"),
-    depth=page.value("depth"),
-    init_scale=page.value("scale"),
-    activation=page.value("activation"),
-    learning_rate=page.value("lr"),
-    k=page.value("k"),
-    max_norm=page.value("max_norm"),
-    seed=page.value("seed"),
-    device=page.device,
-)
+options = page.options(GradientsOptions)
 text = lesson.scenario_text(options)
 model = model_options(options)
 settings = {"scenario": options.scenario, **{knob: getattr(options, knob) for knob in knobs}, "seed": options.seed}
@@ -122,7 +116,7 @@ if run.accumulation is not None:
     )
 
 st.subheader("Clipping contains the symptom")
-st.select_slider("clip_grad_norm_ max_norm", MAX_NORMS, key=key("max_norm"))
+page.widget("max_norm")
 clip_options = dataclasses.replace(model, max_norm=options.max_norm)
 clipping, training = runs.run_all(
     [(clipping.clip_once, clip_options), (clipping.clipped_training, training_options(options))],

@@ -13,29 +13,40 @@ from ui.frame import start_lab
 
 DEFAULT = experiment.CompareOptions()
 RESUME = experiment.ResumeOptions()
-SOURCE_FIELDS = {  # URL name: (CompareOptions field, toggle label)
-    "torch": ("seed_torch", "Seed torch"),
-    "numpy": ("seed_numpy", "Seed numpy"),
-    "random": ("seed_python", "Seed random"),
-    "seed_workers": ("seed_workers", "Seed workers"),
-    "deterministic": ("deterministic", "Deterministic"),
-}
-KEEP_FIELDS = {  # URL name: (ResumeOptions field, toggle label)
-    "keep_optimizer": ("keep_optimizer_state", "Keep optimizer state"),
-    "keep_rng": ("keep_rng_state", "Keep RNG state"),
-    "keep_sampler": ("keep_sampler_state", "Keep sampler state"),
-}
 FIELDS = (
-    *(BoolField(name, getattr(DEFAULT, option)) for name, (option, _) in SOURCE_FIELDS.items()),
-    IntField("runs", DEFAULT.runs, *experiment.RUNS_RANGE),
-    IntField("workers", DEFAULT.num_workers, *job.WORKERS_RANGE),
-    IntField("steps", DEFAULT.steps, *job.STEPS_RANGE),
-    IntField("seed", DEFAULT.seed, *job.SEED_RANGE),
-    ChoiceField("augmentation", DEFAULT.augmentation, tuple(job.AUGMENTATIONS)),
-    IntField("trial", DEFAULT.trial, *experiment.TRIAL_RANGE),
-    IntField("checkpoint", RESUME.checkpoint_at, 1, job.STEPS_RANGE[1] - 1),
-    *(BoolField(name, getattr(RESUME, option)) for name, (option, _) in KEEP_FIELDS.items()),
+    BoolField("torch", DEFAULT.seed_torch, option="seed_torch", label="Seed torch"),
+    BoolField("numpy", DEFAULT.seed_numpy, option="seed_numpy", label="Seed numpy"),
+    BoolField("random", DEFAULT.seed_python, option="seed_python", label="Seed random"),
+    BoolField("seed_workers", DEFAULT.seed_workers, label="Seed workers"),
+    BoolField("deterministic", DEFAULT.deterministic, label="Deterministic"),
+    IntField("runs", DEFAULT.runs, *experiment.RUNS_RANGE, label="Runs"),
+    IntField("workers", DEFAULT.num_workers, *job.WORKERS_RANGE, option="num_workers", label="DataLoader workers"),
+    IntField("steps", DEFAULT.steps, *job.STEPS_RANGE, label="Steps"),
+    IntField("seed", DEFAULT.seed, *job.SEED_RANGE, label="Seed", widget="number"),
+    ChoiceField(
+        "augmentation",
+        DEFAULT.augmentation,
+        tuple(job.AUGMENTATIONS),
+        label="Augmentation draws from",
+        format=job.AUGMENTATIONS.get,
+    ),
+    IntField("trial", DEFAULT.trial, *experiment.TRIAL_RANGE),  # moved by "Run again"
+    IntField(
+        "checkpoint",
+        RESUME.checkpoint_at,
+        1,
+        job.STEPS_RANGE[1] - 1,
+        option="checkpoint_at",
+        label=lesson.CHECKPOINT_LABEL,
+    ),
+    BoolField(
+        "keep_optimizer", RESUME.keep_optimizer_state, option="keep_optimizer_state", label="Keep optimizer state"
+    ),
+    BoolField("keep_rng", RESUME.keep_rng_state, option="keep_rng_state", label="Keep RNG state"),
+    BoolField("keep_sampler", RESUME.keep_sampler_state, option="keep_sampler_state", label="Keep sampler state"),
 )
+SOURCE_TOGGLES = [f.name for f in FIELDS if f.attribute in job.SOURCES]
+KEEP_TOGGLES = [f.name for f in FIELDS if f.attribute in experiment.KEPT]
 
 page = start_lab("reproducibility", FIELDS)
 key = page.key
@@ -49,31 +60,19 @@ bench, stage = page.workbench()
 with bench:  # the sources are what a presenter toggles
     st.markdown("**Seed each source of randomness?**")
     toggles = st.columns(2)
-    for index, (name, (_, label)) in enumerate(SOURCE_FIELDS.items()):
-        toggles[index % 2].toggle(label, key=key(name))
+    for index, name in enumerate(SOURCE_TOGGLES):
+        page.widget(name, toggles[index % 2])
     toggles[1].button("Run again", icon=":material/refresh:", on_click=run_again, help="New processes, same settings")
 with bench, page.controls():
     left, right = st.columns(2)
-    left.slider("Runs", *experiment.RUNS_RANGE, key=key("runs"))
-    right.slider("DataLoader workers", *job.WORKERS_RANGE, key=key("workers"))
-    left.slider("Steps", *job.STEPS_RANGE, key=key("steps"))
-    right.number_input("Seed", *job.SEED_RANGE, key=key("seed"), step=1)
-    st.selectbox(
-        "Augmentation draws from", tuple(job.AUGMENTATIONS), format_func=job.AUGMENTATIONS.get, key=key("augmentation")
-    )
+    for name, column in (("runs", left), ("workers", right), ("steps", left), ("seed", right)):
+        page.widget(name, column)
+    page.widget("augmentation")
 steps = page.value("steps")
 if page.value("checkpoint") > steps - 1:  # the resume slider's range follows the steps
     page.set("checkpoint", steps - 1)
 
-options = experiment.CompareOptions(
-    runs=page.value("runs"),
-    num_workers=page.value("workers"),
-    steps=steps,
-    seed=page.value("seed"),
-    augmentation=page.value("augmentation"),
-    trial=page.value("trial"),
-    **{option: page.value(name) for name, (option, _) in SOURCE_FIELDS.items()},
-)
+options = page.options(experiment.CompareOptions)
 settings = charts.caption_settings(options)
 
 comparison = runs.run(experiment.compare_runs, options, label="Running the job in fresh processes", long=True)
@@ -103,19 +102,14 @@ st.subheader("Resume from a checkpoint")
 st.caption(lesson.resume_caption(steps, page.value("checkpoint")))
 keeps, checkpoint = st.columns([2, 3], gap="large")
 with keeps:
-    for name, (_, label) in KEEP_FIELDS.items():
-        st.toggle(label, key=key(name))
+    for name in KEEP_TOGGLES:
+        page.widget(name)
 with checkpoint:
     if steps > 2:
-        st.slider(lesson.CHECKPOINT_LABEL, 1, steps - 1, key=key("checkpoint"))
+        page.widget("checkpoint", high=steps - 1)
     else:
         st.caption(lesson.SHORT_RUN_CHECKPOINT)
-resume_options = experiment.ResumeOptions(
-    total_steps=steps,
-    checkpoint_at=page.value("checkpoint"),
-    seed=options.seed,
-    **{option: page.value(name) for name, (option, _) in KEEP_FIELDS.items()},
-)
+resume_options = page.options(experiment.ResumeOptions, total_steps=steps)
 page.sync_url()
 resumed = runs.run(
     experiment.resume_study, resume_options, label="Resuming from a checkpoint in fresh processes", long=True
