@@ -130,22 +130,3 @@ def test_a_file_with_markdown_in_its_host_name_is_refused(lab):
     lab.file_uploader(key=key("upload")).set_value(("evil.json", json.dumps(data).encode(), "application/json")).run()
     assert any("ranks[0].host" in c.value for c in lab.code)
     assert "example.com" not in " ".join(m.value for m in lab.markdown)
-
-
-@pytest.mark.parametrize(
-    "query",
-    [
-        {"world_size": "99"},
-        {"dataset_size": "-3"},
-        {"bucket_cap_mb": "1e9"},
-        {"sharding": "rm -rf"},
-        {"launcher": "mpirun"},
-        {"join": "maybe"},
-        {"grad_step": "x" * 500},
-    ],
-)
-def test_a_bad_link_gets_a_notice_and_the_default(query):
-    at = open_page(PAGE, query)
-    assert not at.exception
-    assert at.warning and "using the default" in at.warning[0].value
-    assert at.success[0].value.startswith("**Finished**: 4 ranks")

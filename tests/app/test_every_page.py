@@ -1,5 +1,7 @@
 """Every page in pages/ (and the home page) runs without an exception: a new page is covered by existing."""
 
+import functools
+
 import pytest
 
 from tests.app.conftest import PAGES, open_page
@@ -65,3 +67,34 @@ def test_a_bad_presentation_value_in_the_link_gets_a_notice_and_the_default():
     at = open_page(LAB_PAGES[0], {"present": "maybe"})
     assert not at.exception and not settings_folded(at)
     assert any("present" in w.value for w in at.warning)
+
+
+# One value of each kind that no field type accepts: an int, a float, a choice, a flag and a list of
+# steps each refuse it. Which field types a value reaches is the lab's own table, read from its link.
+HOSTILE_VALUES = {
+    "markup": "<img src=x onerror=alert(1)>`**bold**`\n# heading",
+    "number out of every range": "1e309",
+    "over-long": "9" * 5_000,
+}
+
+
+@functools.cache
+def clean_lab(page: str) -> tuple[dict[str, str], dict[str, object]]:
+    """A lab opened without a link: the link it writes (every field), and each field's state."""
+    at = open_page(page)
+    slug = next(lab.slug for lab in LABS if lab.page == page)
+    query = {name: value for name, value in at.query_params.items() if name != "present"}
+    return query, {name: at.session_state[f"{slug}.{name}"] for name in query}
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_VALUES)
+@pytest.mark.parametrize("page", LAB_PAGES)
+def test_a_hostile_value_in_every_field_gets_a_notice_each_and_the_page_runs_on_its_defaults(page, hostile):
+    query, defaults = clean_lab(page)
+    at = open_page(page, dict.fromkeys(query, HOSTILE_VALUES[hostile]))
+    assert not at.exception, at.exception
+    notices = [w.value for w in at.warning if "using the default" in w.value or "too long" in w.value]
+    assert len(notices) == len(query), notices
+    slug = next(lab.slug for lab in LABS if lab.page == page)
+    assert {name: at.session_state[f"{slug}.{name}"] for name in query} == defaults
+    assert {name: at.query_params[name] for name in query} == query  # the link is written back repaired

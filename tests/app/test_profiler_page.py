@@ -1,4 +1,4 @@
-"""The Profiler page: every control reaches the run and the link; the measured experiment; hostile links."""
+"""The Profiler page: every control reaches the run and the link, and the measured experiment."""
 
 import json
 import re
@@ -110,23 +110,3 @@ def test_predict_then_reveal_runs_the_data_cost_experiment(lab):
     lab.radio(key=key("predict")).set_value("data").run()
     reveal = [*lab.success, *lab.error][-1].value
     assert "Measured just now, without and then with 20 ms of data work per batch: `data` grew most" in reveal
-
-
-@pytest.mark.parametrize(
-    "query",
-    [
-        {"width": "4096"},
-        {"batch_size": "0"},
-        {"data_cost_ms": "100000"},
-        {"num_workers": "999"},
-        {"threads": "-3"},
-        {"optimizer": "eval('1')"},
-        {"active": "1e9"},
-        {"before": "threads=99"},
-        {"before": "width=4096"},
-    ],
-)
-def test_hostile_link_values_get_a_notice_and_the_default(query):
-    at = open_page(PAGE, {"active": "2", **query})  # short runs; a hostile "active" overrides
-    assert not at.exception
-    assert any("using the default" in w.value for w in at.warning)

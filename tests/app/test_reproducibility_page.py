@@ -1,4 +1,4 @@
-"""The Reproducibility page: every toggle, slider and upload, the prediction, its links and hostile links.
+"""The Reproducibility page: every toggle, slider and upload, the prediction and its links.
 
 Its runs start fresh processes, so the tests reuse settings where they can: the engine caches
 results for the whole pytest process.
@@ -145,21 +145,3 @@ def test_an_uploaded_manifest_is_compared_field_by_field(a_manifest):
     at.file_uploader(key=key("manifest_right")).set_value(("other.json", upload, "application/json")).run()
     assert not at.exception
     assert any(m.value == "**1 field(s) differ:** `seeds.numpy`" for m in at.markdown)
-
-
-@pytest.mark.parametrize(
-    "query",
-    [
-        {"runs": "9"},
-        {"steps": "abc"},
-        {"augmentation": "rm -rf /"},
-        {"torch": "maybe"},
-        {"checkpoint": "x" * 500},
-        {"seed": "-5"},
-    ],
-)
-def test_a_bad_link_gets_a_notice_and_the_default(query):
-    at = open_page(PAGE, query)
-    assert not at.exception
-    assert at.warning and "using the default" in at.warning[0].value
-    assert badge(at).startswith("Bitwise equal: 2 fresh runs")
