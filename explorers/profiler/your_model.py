@@ -424,6 +424,80 @@ def _check_arguments(model, optimizer, loss_fn, split_batch, numbers: dict[str, 
             raise ValueError(f"{name} must be an integer in [{low}, {high}], not {value!r}.")
 
 
+def _private_copy_on(device: torch.device, model: torch.nn.Module, optimizer: torch.optim.Optimizer):
+    """The copies this profile trains, on `device`, with the tensor hooks of the caller's model."""
+    copied, optimizer = _private_copy(model, optimizer)
+    batches.carry_tensor_hooks(model, copied)
+    copied.to(device)
+    _move_state(optimizer, device)
+    return copied, optimizer
+
+
+def _progress(total: int, on_step: Callable[[int, int], None] | None) -> Callable[[], None]:
+    """A step counter that reports (done, total) after each step; the report may raise to cancel."""
+    done = 0
+
+    def advance() -> None:
+        nonlocal done
+        done += 1
+        if on_step:
+            on_step(done, total)
+
+    return advance
+
+
+def _warm_up(stepper: _Stepper, optimizer, warmup: int, advance) -> tuple[list[StepTiming], int | None]:
+    """The warm-up steps, timed by the stopwatch, and how many parameters the first step gave optimizer state."""
+    steps, created, before = [], None, _parameters_with_state(optimizer)
+    for _ in range(warmup):
+        timings, wall = stepper.step()
+        steps.append(StepTiming(timings, wall, source="perf_counter"))
+        if created is None:
+            created = _parameters_with_state(optimizer) - before
+        advance()
+    return steps, created
+
+
+@dataclass(frozen=True)
+class _Window:
+    """What one profiled window needs: where its events go, and its schedule."""
+
+    recorder: _Recorder
+    device: torch.device
+    profiler_warmup: int
+    active: int
+
+    def profiler(self):
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
+        plan = schedule(wait=0, warmup=self.profiler_warmup, active=self.active, repeat=1)
+        return profile(activities=activities, on_trace_ready=self.recorder, schedule=plan)
+
+
+def _rounds(stepper: _Stepper, window: _Window, roles: list[str], split: int, rounds: int, advance):
+    """Each round: settle, a block without the profiler, then a profiled window. Returns the stopwatch's
+    unprofiled steps, its wall times of the profiled steps, and each window's length in ms."""
+    unprofiled, naive, windows = [], [], []
+    with _PROFILER_LOCK, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
+        for _ in range(rounds):
+            for role in roles[:split]:
+                timings, wall = stepper.step()
+                if role == "unprofiled":
+                    unprofiled.append(StepTiming(timings, wall, source="perf_counter"))
+                advance()
+            # The whole window: entering the profiler to having its events (on_trace_ready runs inside).
+            start = time.perf_counter()
+            with window.profiler() as prof:
+                for role in roles[split:]:
+                    wall = stepper.step()[1]
+                    if role == "profiled":
+                        naive.append(wall)
+                    prof.step()
+                    advance()
+            windows.append((time.perf_counter() - start) * 1000)
+    return unprofiled, naive, windows
+
+
 def profile_training(
     model: torch.nn.Module,
     loader,
@@ -451,57 +525,20 @@ def profile_training(
     batches.check_trainable(model, "training step to profile")
     batches.warn_module_hooks(model, "profile_training")
     device = _device_of(model, device)
-    original = model
-    model, optimizer = _private_copy(model, optimizer)
-    batches.carry_tensor_hooks(original, model)
-    model.to(device)
-    _move_state(optimizer, device)
+    model, optimizer = _private_copy_on(device, model, optimizer)
     workers, prefetch = getattr(loader, "num_workers", 0), getattr(loader, "prefetch_factor", None)
     settle = settle_steps(workers, prefetch)
-    roles = _round_roles(active, settle)
-    total = total_steps(warmup, active, rounds, settle)
     trace_path = Path(trace_path or tempfile.mkstemp(prefix="step-trace-", suffix=".json")[1])
     recorder = _Recorder(active, rounds, trace_path)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     profiler_warmup = _profiler_warmup(settle)
-    plan = schedule(wait=0, warmup=profiler_warmup, active=active, repeat=1)
     stepper = _Stepper(model, loader, optimizer, loss_fn, split_batch, device, synchronize)
-    done = 0
-
-    def advance() -> None:
-        nonlocal done
-        done += 1
-        if on_step:
-            on_step(done, total)
-
-    warmup_steps, unprofiled, naive, windows = [], [], [], []
-    states_before = _parameters_with_state(optimizer)
-    states_created = None
+    advance = _progress(total_steps(warmup, active, rounds, settle), on_step)
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):  # your RNG stream is untouched
-        for _ in range(warmup):
-            timings, wall = stepper.step()
-            warmup_steps.append(StepTiming(timings, wall, source="perf_counter"))
-            if states_created is None:
-                states_created = _parameters_with_state(optimizer) - states_before
-            advance()
-        with _PROFILER_LOCK, warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Warning: Profiler clears events")
-            for _ in range(rounds):
-                for role in roles[: settle + active]:  # settle, then the block without the profiler
-                    timings, wall = stepper.step()
-                    if role == "unprofiled":
-                        unprofiled.append(StepTiming(timings, wall, source="perf_counter"))
-                    advance()
-                # The whole window: entering the profiler to having its events (on_trace_ready runs inside).
-                start = time.perf_counter()
-                with profile(activities=activities, on_trace_ready=recorder, schedule=plan) as prof:
-                    for role in roles[settle + active :]:
-                        wall = stepper.step()[1]
-                        if role == "profiled":
-                            naive.append(wall)
-                        prof.step()
-                        advance()
-                windows.append((time.perf_counter() - start) * 1000)
+        warmup_steps, states_created = _warm_up(stepper, optimizer, warmup, advance)
+        window = _Window(recorder, device, profiler_warmup, active)
+        unprofiled, naive, windows = _rounds(
+            stepper, window, _round_roles(active, settle), settle + active, rounds, advance
+        )
     verdict = judge(recorder.steps)
     return ProfileResult(
         steps=tuple(recorder.steps),
