@@ -353,6 +353,66 @@ def _sci(x: float) -> str:
     return f"{x:.1e}" if math.isfinite(x) else str(x)
 
 
+def _forward_backward(copied: nn.Module, named: dict, inputs, targets, loss_fn, seed: int):
+    """Forward (watched: which parameters are read, where the graph is cut, dead ReLUs), then backward.
+
+    Returns the loss, each parameter's links in the graph, backward's error message or None, and the watch.
+    """
+    storages: dict[int, list[tuple[str, int, int]]] = {}
+    for name, p in named.items():
+        storages.setdefault(saved.storage_key(p), []).append((name, *_byte_range(p)))
+    device = next(iter([*copied.parameters(), *copied.buffers()]), torch.empty(0)).device
+    x, y = batches.fresh_batch(inputs), batches.fresh_batch(targets)
+    stack, remove_hooks = _module_names(copied)
+    watch = _Watch(storages, stack)
+    backward_error = None
+    try:
+        with isolated_rng(seed, str(device)), torch.inference_mode(False), torch.enable_grad():
+            with watch:
+                loss = _forward_and_loss(copied, x, y, loss_fn)
+            links = _graph_links(loss, named)
+            try:
+                loss.backward()
+            except Exception as error:  # PyTorch's message is the finding, never raised
+                backward_error = str(error).strip() or type(error).__name__
+    finally:
+        remove_hooks()
+    return loss, links, backward_error, watch
+
+
+def _parameter_gradients(named: dict, first_read, links: dict) -> dict[str, ParameterGradient]:
+    parameters = {}
+    for name, p in named.items():
+        status, norm = _status(p.grad)
+        parameters[name] = ParameterGradient(
+            name=name,
+            layer=name.rpartition(".")[0],
+            shape=tuple(p.shape),
+            requires_grad=p.requires_grad,
+            read_in_forward=name in first_read,
+            status=status,
+            norm=norm,
+            weight_norm=float(p.detach().double().norm()),
+            in_graph=name in links,
+            linked_from=links.get(name, ()),
+        )
+    return parameters
+
+
+def _zeros_behind_relus(model, inputs, targets, loss_fn, seed, parameters, dead) -> tuple[tuple[str, ...], int | None]:
+    """Zero gradients that a rerun with the flagged dead ReLUs replaced by identities revives; and how many
+    ReLUs that rerun replaced (None when there was nothing to rerun)."""
+    zero = [n for n, p in parameters.items() if p.requires_grad and p.status == "zero"]
+    flagged = _flagged(dead)
+    if not (zero and flagged):
+        return (), None
+    rerun = _gradients_without_relus(model, inputs, targets, loss_fn, seed, frozenset(d.where for d in flagged))
+    if rerun is None:
+        return (), None
+    revived, replaced = rerun
+    return (tuple(n for n in zero if n in revived) if replaced else ()), replaced
+
+
 def diagnose(
     model: nn.Module,
     inputs: object,
@@ -380,56 +440,18 @@ def diagnose(
     copied = batches.copy_model(model, "diagnose")
     for parameter in copied.parameters():
         parameter.grad = None
-    x, y = batches.fresh_batch(inputs), batches.fresh_batch(targets)
     named = dict(copied.named_parameters())
     kinds = {name: type(module).__name__ for name, module in copied.named_modules()}
-    storages: dict[int, list[tuple[str, int, int]]] = {}
-    for name, p in named.items():
-        storages.setdefault(saved.storage_key(p), []).append((name, *_byte_range(p)))
-    device = next(iter([*copied.parameters(), *copied.buffers()]), torch.empty(0)).device
-    stack, remove_hooks = _module_names(copied)
-    watch = _Watch(storages, stack)
-    try:
-        with isolated_rng(seed, str(device)), torch.inference_mode(False), torch.enable_grad():
-            with watch:
-                loss = _forward_and_loss(copied, x, y, loss_fn)
-            links = _graph_links(loss, named)
-            backward_error = None
-            try:
-                loss.backward()
-            except Exception as error:  # PyTorch's message is the finding, never raised
-                backward_error = str(error).strip() or type(error).__name__
-    finally:
-        remove_hooks()
-    parameters = {}
-    for name, p in named.items():
-        status, norm = _status(p.grad)
-        parameters[name] = ParameterGradient(
-            name=name,
-            layer=name.rpartition(".")[0],
-            shape=tuple(p.shape),
-            requires_grad=p.requires_grad,
-            read_in_forward=name in watch.first_read,
-            status=status,
-            norm=norm,
-            weight_norm=float(p.detach().double().norm()),
-            in_graph=name in links,
-            linked_from=links.get(name, ()),
-        )
+    loss, links, backward_error, watch = _forward_backward(copied, named, inputs, targets, loss_fn, seed)
+    parameters = _parameter_gradients(named, watch.first_read, links)
     rms = {name: _rms([p for n, p in named.items() if n.rpartition(".")[0] == name and p.dim() >= 2]) for name in kinds}
     layers = _layers(parameters, watch.first_read, kinds, rms)
     loss_value = float(loss.detach().float().reshape(()))
     cuts = tuple(sorted(watch.cuts.items(), key=lambda item: -item[1]))
     dead = tuple(watch.relus)
-    zero = [n for n, p in parameters.items() if p.requires_grad and p.status == "zero"]
-    flagged = _flagged(dead)
-    behind_relus: tuple[str, ...] = ()
-    replaced: int | None = None
-    if zero and flagged and backward_error is None:
-        rerun = _gradients_without_relus(model, inputs, targets, loss_fn, seed, frozenset(d.where for d in flagged))
-        if rerun is not None:
-            revived, replaced = rerun
-            behind_relus = tuple(n for n in zero if n in revived) if replaced else ()
+    behind_relus, replaced = (), None
+    if backward_error is None:
+        behind_relus, replaced = _zeros_behind_relus(model, inputs, targets, loss_fn, seed, parameters, dead)
     findings = _findings(
         parameters, layers, loss_value, backward_error, loss.requires_grad, cuts, dead, behind_relus, replaced
     )
