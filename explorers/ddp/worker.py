@@ -29,6 +29,7 @@ import contextlib  # noqa: E402
 import datetime  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
@@ -168,11 +169,9 @@ class GradientClock:
         self.last = time.time()
 
 
-def train(options: lab_options.DDPOptions, rank: int, world_size: int, recorder: Recorder, group) -> dict:
-    """The training loop; returns what rank 0 needs for the reference (initial and per-step parameters)."""
-    device = torch.device(f"cuda:{recorder.record['local_rank']}" if options.device == "cuda" else "cpu")
-    dataset = lab_model.IndexedData(options.dataset_size, options.seed)
-    model = lab_model.build_model(options.seed + rank).to(device)  # different on purpose: DDP broadcasts rank 0's
+def _wrap(options: lab_options.DDPOptions, rank: int, device: torch.device, recorder: Recorder, group):
+    """The rank's own model (seeded per rank on purpose: DDP broadcasts rank 0's), wrapped in DDP."""
+    model = lab_model.build_model(options.seed + rank).to(device)
     recorder.record["param_sum_before_ddp"] = float(lab_model.flat(model.parameters()).sum())
     ddp = DistributedDataParallel(
         model,
@@ -180,14 +179,75 @@ def train(options: lab_options.DDPOptions, rank: int, world_size: int, recorder:
         process_group=group,
         bucket_cap_mb=options.bucket_cap_mb,
     )
+    return model, ddp
+
+
+@dataclass
+class _Loop:
+    """What every micro-batch of the loop touches, and the two halves of a step: backward, then the update."""
+
+    model: torch.nn.Module
+    ddp: DistributedDataParallel
+    hook: CommHook
+    optimizer: torch.optim.Optimizer
+    recorder: Recorder
+    device: torch.device
+
+    def __post_init__(self) -> None:
+        self.gradients = GradientClock(self.model)
+        self.synchronise = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
+
+    def backward(self, x, y, synced: bool, group_size: int, entry: dict) -> torch.Tensor:
+        """Forward and backward of one micro-batch, timed into `entry`; no_sync unless it ends the group."""
+        with contextlib.nullcontext() if synced else self.ddp.no_sync():  # no_sync wraps forward and backward
+            started = time.time()
+            loss = lab_model.loss_of(self.ddp, x.to(self.device), y.to(self.device))
+            self.synchronise()
+            entry["forward"] = span(started)
+            started = time.time()
+            self.gradients.last = None
+            (loss / group_size).backward()
+            self.synchronise()
+            entry["backward"] = span(started)
+            entry["last_gradient_at"] = self.gradients.last
+        return loss
+
+    def update(self, epoch: int, step: int, entry: dict) -> torch.Tensor:
+        """Record this step's local and averaged gradients, step the optimizer; returns the new parameters."""
+        record = self.recorder.record
+        local = lab_model.flat(self.hook.local[name] for name, _ in self.model.named_parameters()).cpu()
+        synced_grads = lab_model.flat(p.grad for p in self.model.parameters()).cpu()
+        buckets = sum(1 for c in record["collectives"] if c["step"] == step and not c["shadow"])
+        record["steps"].append(
+            {
+                "epoch": epoch,
+                "step": step,
+                "local_grad": results.compact(local),
+                "synced_grad": results.compact(synced_grads),
+                "buckets": buckets,
+            }
+        )
+        self.hook.local.clear()
+        started = time.time()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.synchronise()
+        entry["optimizer"] = span(started)
+        return lab_model.flat(self.model.parameters()).cpu()
+
+
+def train(options: lab_options.DDPOptions, rank: int, world_size: int, recorder: Recorder, group) -> dict:
+    """The training loop; returns what rank 0 needs for the reference (initial and per-step parameters)."""
+    device = torch.device(f"cuda:{recorder.record['local_rank']}" if options.device == "cuda" else "cpu")
+    dataset = lab_model.IndexedData(options.dataset_size, options.seed)
+    model, ddp = _wrap(options, rank, device, recorder, group)
     initial = lab_model.flat(model.parameters()).cpu()
     recorder.record["param_sum_after_ddp"] = float(initial.sum())
     hook = CommHook(model, group, world_size, recorder)
     ddp.register_comm_hook(None, hook.all_reduce)
-    gradients = GradientClock(model)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=lab_model.LEARNING_RATE)
+    loop = _Loop(model, ddp, hook, optimizer, recorder, device)
     loader, sampler = lab_model.shard_loader(dataset, options, rank, world_size)
-    synchronise = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     recorder.record["init_done_at"] = time.time()
     recorder.progress("training", 0)
     step, after_steps = 0, {}
@@ -212,38 +272,10 @@ def train(options: lab_options.DDPOptions, rank: int, world_size: int, recorder:
                 started = time.time()
                 x, y, indices = next(fetch)
                 entry["data"] = span(started)
-                with contextlib.nullcontext() if synced else ddp.no_sync():  # no_sync wraps forward and backward
-                    started = time.time()
-                    loss = lab_model.loss_of(ddp, x.to(device), y.to(device))
-                    synchronise()
-                    entry["forward"] = span(started)
-                    started = time.time()
-                    gradients.last = None
-                    (loss / group_size).backward()
-                    synchronise()
-                    entry["backward"] = span(started)
-                    entry["last_gradient_at"] = gradients.last
+                loss = loop.backward(x, y, synced, group_size, entry)
                 entry |= {"indices": [int(i) for i in indices], "loss": float(loss.detach()), "optimizer": None}
                 if synced:
-                    local = lab_model.flat(hook.local[name] for name, _ in model.named_parameters()).cpu()
-                    synced_grads = lab_model.flat(p.grad for p in model.parameters()).cpu()
-                    buckets = sum(1 for c in recorder.record["collectives"] if c["step"] == step and not c["shadow"])
-                    recorder.record["steps"].append(
-                        {
-                            "epoch": epoch,
-                            "step": step,
-                            "local_grad": results.compact(local),
-                            "synced_grad": results.compact(synced_grads),
-                            "buckets": buckets,
-                        }
-                    )
-                    hook.local.clear()
-                    started = time.time()
-                    optimizer.step()
-                    optimizer.zero_grad(set_to_none=True)
-                    synchronise()
-                    entry["optimizer"] = span(started)
-                    after_steps[step] = lab_model.flat(model.parameters()).cpu()
+                    after_steps[step] = loop.update(epoch, step, entry)
                     step += 1
                 recorder.record["micro_steps"].append(entry)
                 recorder.progress("training", len(recorder.record["micro_steps"]))
