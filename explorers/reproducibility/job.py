@@ -25,7 +25,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -213,6 +213,46 @@ def make_loader(dataset, config: JobConfig, resumable: bool):
 # --- The run --------------------------------------------------------------------------------------------
 
 
+@dataclass
+class _Trained:
+    """What each step of one process's training produced, and when its first batch arrived."""
+
+    losses: list = field(default_factory=list)
+    indices: list = field(default_factory=list)
+    draws: list = field(default_factory=list)
+    workers: list = field(default_factory=list)
+    first_batch: float | None = None
+
+
+def _train(model, optimizer, loader, sampler, config: JobConfig, position, on_step, save_at, save_path) -> _Trained:
+    """Train from `position` (step, batches into the epoch) to config.steps, saving a checkpoint at `save_at`."""
+    step, batches_in_epoch = position
+    trained = _Trained()
+    model.train()
+    while step < config.steps:
+        for x, y, index, drawn, worker in loader:
+            if trained.first_batch is None:
+                trained.first_batch = time.perf_counter()
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            trained.losses.append(loss.detach())
+            trained.indices.append(index)
+            trained.draws.append(drawn)
+            trained.workers.append(worker)
+            step += 1
+            batches_in_epoch += 1
+            on_step(len(trained.losses))  # steps this process trained
+            if step == save_at:
+                save_checkpoint(save_path, model, optimizer, sampler, step, batches_in_epoch)
+            if step >= config.steps:
+                break
+        else:
+            batches_in_epoch = 0  # the loader ran out: the next pass is a new epoch
+    return trained
+
+
 def run(
     config: JobConfig,
     on_step: Callable[[int], None] = lambda step: None,
@@ -247,36 +287,14 @@ def run(
         step, batches_in_epoch = load_checkpoint(resume, model, optimizer, sampler, BATCH)
     dropout_draws: list[str] = []
     model[2].register_forward_pre_hook(lambda module, args: dropout_draws.append(digest(torch.get_rng_state())))
-    losses, indices, draws, workers = [], [], [], []
-    first_batch = None
-    model.train()
-    while step < config.steps:
-        for x, y, index, drawn, worker in loader:
-            if first_batch is None:
-                first_batch = clock()
-            loss = nn.functional.cross_entropy(model(x), y)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.detach())
-            indices.append(index)
-            draws.append(drawn)
-            workers.append(worker)
-            step += 1
-            batches_in_epoch += 1
-            on_step(len(losses))  # steps this process trained
-            if step == save_at:
-                save_checkpoint(save_path, model, optimizer, sampler, step, batches_in_epoch)
-            if step >= config.steps:
-                break
-        else:
-            batches_in_epoch = 0  # the loader ran out: the next pass is a new epoch
+    trained = _train(model, optimizer, loader, sampler, config, (step, batches_in_epoch), on_step, save_at, save_path)
+    first_batch = trained.first_batch
     rng_after = global_rng_digests()
     return {
-        "losses": torch.stack(losses),
-        "indices": torch.stack(indices),
-        "draws": torch.stack(draws),
-        "workers": torch.stack(workers),
+        "losses": torch.stack(trained.losses),
+        "indices": torch.stack(trained.indices),
+        "draws": torch.stack(trained.draws),
+        "workers": torch.stack(trained.workers),
         "dropout_rng": dropout_draws,
         "initial_weights": initial_weights,
         "parameters": {name: p.detach().clone() for name, p in model.named_parameters()},
