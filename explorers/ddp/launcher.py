@@ -263,28 +263,17 @@ def _silent_rank(launch: Launch, rank: int, options: lab_options.DDPOptions) -> 
         outcome = "failed"
         how = f"died by signal {-code} ({signal_name(-code)})" if code and code < 0 else f"exited with code {code}"
     error = f"left no complete record: {how}" + (f"; its output ended: {tail}" if tail else "")
-    return {
-        "rank": rank,
-        "local_rank": rank,
-        "node": 0,
-        "pid": launch.processes[rank].pid if own else 0,
-        "host": results.host_name(),
-        "outcome": outcome,
-        "phase": phase if phase in results.PHASES else "starting",
-        "error": error[: results.MAX_ERROR_CHARS],
-        "launched_at": launch.started_at,
-        "recorded": False,  # what it trained on and which collectives it made are unknown
-        "ready_at": None,
-        "init_done_at": None,
-        "finished_at": None,
-        "param_sum_before_ddp": None,
-        "param_sum_after_ddp": None,
-        "final_param_sum": None,
-        "sampler_orders": [],
-        "micro_steps": [],
-        "steps": [],
-        "collectives": [],
-    }
+    return results.rank_record(
+        rank,
+        local_rank=rank,
+        node=0,
+        pid=launch.processes[rank].pid if own else 0,
+        launched_at=launch.started_at,
+        outcome=outcome,
+        phase=phase if phase in results.PHASES else "starting",
+        error=error[: results.MAX_ERROR_CHARS],
+        recorded=False,  # what it trained on and which collectives it made are unknown
+    )
 
 
 def run(options: lab_options.DDPOptions, report: Callable | None = None, timeout_s: float = RUN_TIMEOUT_S) -> dict:

@@ -51,6 +51,39 @@ def host_name() -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:64] or "unknown"
 
 
+def rank_record(rank: int, *, local_rank: int, node: int, pid: int, launched_at: float, **known) -> dict:
+    """One rank's record in the file's format: what is `known` (outcome, phase, error, recorded), the rest empty.
+
+    A rank starts its own record (outcome "running"); the launcher writes one for a rank that left none.
+    """
+    record = {
+        "rank": rank,
+        "local_rank": local_rank,
+        "node": node,
+        "pid": pid,
+        "host": host_name(),
+        "outcome": "running",
+        "phase": "starting",
+        "error": None,
+        "launched_at": launched_at,
+        "recorded": True,
+        "ready_at": None,
+        "init_done_at": None,
+        "finished_at": None,
+        "param_sum_before_ddp": None,
+        "param_sum_after_ddp": None,
+        "final_param_sum": None,
+        "sampler_orders": [],
+        "micro_steps": [],
+        "steps": [],
+        "collectives": [],
+    }
+    unknown = set(known) - set(record)
+    if unknown:
+        raise ValueError(f"not fields of a rank record: {sorted(unknown)}")
+    return record | known
+
+
 def write_json(path: Path, data: dict) -> None:
     """Written whole or not at all: a reader never sees half a file."""
     temporary = Path(f"{path}.{os.getpid()}.tmp")

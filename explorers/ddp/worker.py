@@ -75,28 +75,13 @@ class Recorder:
 
     def __init__(self, rank: int, rank_dir: str | None) -> None:
         self.rank_dir = Path(rank_dir) if rank_dir else None
-        self.record = {
-            "rank": rank,
-            "local_rank": int(os.environ.get("LOCAL_RANK", rank)),
-            "node": int(os.environ.get("GROUP_RANK", 0)),  # torchrun's node rank (--nnodes N gives 0 to N-1)
-            "pid": os.getpid(),
-            "host": results.host_name(),
-            "outcome": "running",
-            "phase": "starting",
-            "error": None,
-            "launched_at": float(os.environ.get(LAUNCHED_AT_ENV, STARTED_AT)),
-            "recorded": True,
-            "ready_at": None,
-            "init_done_at": None,
-            "finished_at": None,
-            "param_sum_before_ddp": None,
-            "param_sum_after_ddp": None,
-            "final_param_sum": None,
-            "sampler_orders": [],
-            "micro_steps": [],
-            "steps": [],
-            "collectives": [],
-        }
+        self.record = results.rank_record(
+            rank,
+            local_rank=int(os.environ.get("LOCAL_RANK", rank)),
+            node=int(os.environ.get("GROUP_RANK", 0)),  # torchrun's node rank (--nnodes N gives 0 to N-1)
+            pid=os.getpid(),
+            launched_at=float(os.environ.get(LAUNCHED_AT_ENV, STARTED_AT)),
+        )
         self.progress("starting", 0)
 
     def progress(self, phase: str, done: int) -> None:
