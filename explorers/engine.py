@@ -81,7 +81,10 @@ CACHE_MAX_BYTES = 256 * 2**20
 START_BACKOFF_S, START_BACKOFF_MAX_S = 0.25, 30.0  # before restarting after the n-th worker that died at start
 START_FAILURES_ALLOWED = 3  # workers that die before they are ready, in a row, before queued runs fail
 # What the forkserver imports once, before any worker forks from it (figures need pandas and plotly).
-PRELOAD = ["torch", "pandas", "plotly.graph_objects", "explorers.engine"]
+# torch._dynamo is imported by torch's own code on first use (an optimizer's first step, DDP): 1.1 s
+# here, which a worker's first run of most labs paid (Autograd's replay: 1.2 s cold, 12 ms with it).
+# It is torch's code, not ours, so a preloaded copy never goes stale when a lab is edited.
+PRELOAD = ["torch", "torch._dynamo", "pandas", "plotly.graph_objects", "explorers.engine"]
 
 
 class Cancelled(Exception):  # noqa: N818  (a signal, not an error)
