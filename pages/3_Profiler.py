@@ -46,9 +46,12 @@ cuda = page.device == "cuda"
 
 bench, stage = page.workbench()
 with bench, page.controls():
-    for pair in zip(KNOBS[::2], KNOBS[1::2], strict=True):  # two per row, in the table's order
-        for field, column in zip(pair, st.columns(2), strict=True):
-            page.widget(field.name, column, disabled=field.name in CUDA_ONLY and not cuda)
+    sliders = [field.name for field in KNOBS if field.name not in CUDA_ONLY]
+    for pair in zip(sliders[::2], sliders[1::2], strict=True):  # two per row, in the table's order
+        for name, column in zip(pair, st.columns(2), strict=True):
+            page.widget(name, column)
+    for name in CUDA_ONLY:  # a row each: half a row cut their labels to "pin_me…" at 1280 px
+        page.widget(name, disabled=not cuda)
 
 
 def options_now() -> ProfileOptions:

@@ -96,7 +96,15 @@ def phases_figure(
         barmode="stack",
         title={"text": title, "subtitle": {"text": subtitle}},
         yaxis={"title": "ms", "range": [0, top]},
-        xaxis={"title": "step (w: warm-up; round.step: profiled)", "tickangle": 0, "type": "category"},
+        xaxis={
+            "title": "step (w: warm-up; round.step: profiled)",
+            "tickangle": 0,
+            "type": "category",
+            # every bar labelled ran the labels into each other at 1280 px: the first warm-up step and each
+            # round's first step, by index (as the markers above)
+            "tickvals": (firsts := sorted({0, *range(len(result.warmup_steps), len(steps), per_round)})),
+            "ticktext": [labels[at] for at in firsts],
+        },
         height=460,
         margin={"t": 90, "l": 70, "r": 20},
         # under the plot (beside it, it would take a phone's chart half its width), in the stack's order

@@ -465,6 +465,30 @@ def test_an_outlier_marker_stands_on_its_own_bar_whatever_its_label():
     assert _plotly_category_position(markers[0].x, categories) == categories.index("1.4")
 
 
+@pytest.mark.parametrize("warmup", [0, 2])
+def test_the_step_axis_labels_the_first_warm_up_step_and_each_rounds_first_step_at_its_bar(warmup):
+    """Issue 21: seventeen level labels ("w1 w21.11.21.3…") ran into each other at 1280 px."""
+    typical = (1.0, 0.1, 2.0, 3.0, 4.0)
+    result = profiling.ProfileResult(
+        steps=tuple(steps_of(*[typical] * 15)),
+        warmup_steps=tuple(steps_of(*[typical] * warmup)),
+        top_ops=(),
+        naive_ms=(10.0,) * 15,
+        unprofiled_ms=(10.0,) * 15,
+        steps_per_round=5,
+        verdict="backward-bound",
+        evidence="",
+        contenders=("backward",),
+        trace_path="",
+        device="cpu",
+        synchronized=False,
+    )
+    figure = figures.phases_figure(result)
+    categories, axis = list(figure.data[0].x), figure.layout.xaxis
+    assert list(axis.ticktext) == [categories[at] for at in axis.tickvals]  # each label at its own bar
+    assert list(axis.ticktext) == (["w1"] if warmup else []) + ["1.1", "2.1", "3.1"]
+
+
 def test_the_markers_of_neighbouring_cut_bars_stand_at_different_heights():
     """On a phone two neighbouring bars are about as far apart as an upright marker is wide: the CI's phone test
     found '▲ 73.4' printed over '▲ 36.5'. A run of three alternates: top, lower, top."""
