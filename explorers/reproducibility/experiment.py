@@ -80,6 +80,7 @@ class RunRecord:
     launch: str  # how it started: a new interpreter, or forked from the template (fresh.INTERPRETER ...)
     timings: dict[str, float]  # the job's own phases in seconds (job.run's "timings")
     imports: dict[str, list[str]]  # heavy modules each phase imported ("seeding", "building")
+    str_hash: int  # hash() of a fixed string in the run's process: equal across runs iff they share a hash seed
     total_s: float  # launch until its result was written
     manifest: dict
 
@@ -142,6 +143,7 @@ def _record(outcome: fresh.Outcome, config: JobConfig, code: dict) -> RunRecord:
         launch=outcome.launch,
         timings=dict(result["timings"]),
         imports={phase: list(names) for phase, names in result["imports"].items()},
+        str_hash=int(result["str_hash"]),
         total_s=outcome.total_s,
         manifest=manifest.build(config.as_dict(), result, code),
     )

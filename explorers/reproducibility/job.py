@@ -56,6 +56,7 @@ AUGMENTATIONS = {
     "global": "numpy's global RNG and random",
     "generator_in_init": "a numpy Generator created in the dataset's __init__",
 }
+HASH_PROBE = "pytorch-explorer"  # hashed in each run: runs that share a string-hash seed get the same number
 SOURCES = ("seed_torch", "seed_numpy", "seed_python", "seed_workers", "deterministic")
 HEAVY_IMPORTS = ("torch._dynamo", "torch._inductor")  # what a fresh process may import on the job's first calls
 
@@ -222,6 +223,7 @@ class _Trained:
     draws: list = field(default_factory=list)
     workers: list = field(default_factory=list)
     first_batch: float | None = None
+    last_step: float | None = None  # when the last step's optimizer step returned
 
 
 def _train(model, optimizer, loader, sampler, config: JobConfig, position, on_step, save_at, save_path) -> _Trained:
@@ -241,6 +243,7 @@ def _train(model, optimizer, loader, sampler, config: JobConfig, position, on_st
             trained.indices.append(index)
             trained.draws.append(drawn)
             trained.workers.append(worker)
+            trained.last_step = time.perf_counter()
             step += 1
             batches_in_epoch += 1
             on_step(len(trained.losses))  # steps this process trained
@@ -306,7 +309,9 @@ def run(
             "seeding": seeded - started,  # use_deterministic_algorithms(True) imports torch._inductor
             "building": built - seeded,  # data, model, Adam
             "first_batch": (first_batch or built) - built,  # DataLoader workers start (fork)
-            "steps": clock() - (first_batch or built),
+            # the first batch's arrival to the last step's end: not the loader's shutdown, nor the bookkeeping
+            "steps": (trained.last_step or built) - (first_batch or built),
         },
         "imports": {"seeding": imported_by_seeding, "building": imported_by_building},
+        "str_hash": hash(HASH_PROBE),  # Python's string-hash seed, as this process has it
     }

@@ -212,12 +212,15 @@ def start_line(c: Comparison) -> str:
         return f"Each run was a new Python interpreter: starting it and importing torch took {starts} of its {totals}"
     line = (
         "Each run was a new process forked from a template interpreter (torch and the job's code imported, none of "
-        f"it run), with its RNGs reseeded from the OS: starting it took {starts} of its {totals}"
+        "it run), with the torch, numpy and `random` generators reseeded from the OS: starting it took "
+        f"{starts} of its {totals}"
     )
     waited = sum(run.launch == fresh.TEMPLATE_COLD for run in c.runs)
     if waited:
         first = "the first run" if waited == 1 else f"the first {waited} runs"
         line += f" ({first} waited for the template to start and import torch)"
+    if len(c.runs) > 1 and len({run.str_hash for run in c.runs}) == 1:  # hash() of the same string, per run
+        line += "; Python's string-hash seed was the same in every run: forks share the template's"
     return line
 
 
@@ -229,7 +232,9 @@ def cost_line(c: Comparison) -> str:
     if first is not None:
         names = _joined([f"`{name}`" for name in c.runs[0].imports[first]])
         line += f" and imported {names}, first while {FIRST_IMPORT[first]}"
+    loader = max(run.timings["first_batch"] for run in c.runs)
     steps = max(run.timings["steps"] for run in c.runs)
+    line += f"; starting the DataLoader and waiting for its first batch took up to {seconds(loader)}"
     line += f"; the {c.steps} steps themselves took up to {seconds(steps)}."
     return line + (" " + STATEMENTS["first_call_imports"].text if first is not None else "")
 

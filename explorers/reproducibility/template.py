@@ -122,7 +122,7 @@ class Template:
         self._lock = threading.Lock()
         self._process: subprocess.Popen | None = None
         self._channel: socket.socket | None = None
-        self._ready = False
+        self._ready, self._ready_at = False, 0.0
 
     @property
     def pid(self) -> int | None:
@@ -134,9 +134,10 @@ class Template:
         `on_wait()` runs every START_POLL_S while the template imports torch, and may raise to stop
         waiting (the template keeps starting, for the next caller).
         """
-        with self._lock:
+        called = time.monotonic()
+        with self._lock:  # another caller may hold it while the template starts: that is a wait for its start too
             if self._ready and self._process.poll() is None:
-                return False
+                return self._ready_at > called
             if self._process is None or self._process.poll() is not None:
                 self._start(env)
             deadline = time.monotonic() + timeout_s
@@ -147,7 +148,7 @@ class Template:
                     if answer != READY:
                         self._stop()
                         raise RunFailed("the template interpreter ended while importing torch")
-                    self._ready = True
+                    self._ready, self._ready_at = True, time.monotonic()
                     break
                 if time.monotonic() > deadline:
                     self._stop()

@@ -237,6 +237,39 @@ def test_the_start_sentence_follows_how_each_run_started():
     assert "(the first 2 runs waited" in started(fresh.TEMPLATE_COLD, fresh.TEMPLATE_COLD)
 
 
+def test_the_hash_seed_clause_follows_the_runs_own_hashes():
+    """Forks share the template's string-hash seed (the audit found equal `hash("abc")` in forks, different in new
+    interpreters): the clause is said when every run hashed the probe alike, and not otherwise."""
+    c = measured(compare_runs, ALL_SEEDED)
+    probe = "import sys; from explorers.reproducibility.job import HASH_PROBE; print(hash(HASH_PROBE))"
+    env = {**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[2])}
+    env.pop("PYTHONHASHSEED", None)
+    interpreters = {
+        int(subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout)
+        for _ in range(2)
+    }
+    assert len(interpreters) == 2  # two new interpreters drew their own seeds
+    forked = all(run.launch != fresh.INTERPRETER for run in c.runs)
+    assert (len({run.str_hash for run in c.runs}) == 1) == forked
+    clause = "string-hash seed was the same in every run"
+    assert (clause in lesson.start_line(c)) == forked
+    runs = [dataclasses.replace(run, str_hash=value) for run, value in zip(c.runs, interpreters, strict=False)]
+    assert clause not in lesson.start_line(dataclasses.replace(c, runs=runs))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_cost_sentence_times_the_first_batch_and_the_steps_apart(workers):
+    """Audit: "the N steps themselves" counted the DataLoader's shutdown and the bookkeeping, and the first batch's
+    wait was in no figure."""
+    c = measured(compare_runs, dataclasses.replace(TORCH_ONLY, num_workers=workers, steps=5))
+    line = lesson.cost_line(c)
+    waits = max(run.timings["first_batch"] for run in c.runs)
+    assert f"waiting for its first batch took up to {units.seconds(waits)}" in line
+    for run in c.runs:  # the phases run one after another inside the run, so they fit in its total
+        phases = ("seeding", "building", "first_batch", "steps")
+        assert sum(run.timings[p] for p in phases) + run.start_s <= run.total_s
+
+
 # --- Resume --------------------------------------------------------------------------------------------------------
 
 

@@ -329,6 +329,18 @@ def test_runs_fork_from_one_template_that_stays_pristine():
     assert all(outcome.result["imports"]["building"] == list(HEAVY_IMPORTS) for outcome in second)
 
 
+def test_runs_that_waited_for_a_template_another_caller_was_starting_count_as_a_cold_start(tag):
+    """Audit: a template started from another thread just before made the runs say "starting it took 0.04 s",
+    with the wait for its start in no figure."""
+    starter = threading.Thread(target=fresh.start_template)
+    starter.start()
+    time.sleep(0.2)  # the other caller holds the template while it imports torch
+    outcomes = fresh.run_fresh([{"config": JobConfig(steps=2).as_dict()}])
+    starter.join()
+    assert outcomes[0].launch == fresh.TEMPLATE_COLD
+    assert fresh.run_fresh([{"config": JobConfig(steps=2).as_dict()}])[0].launch == fresh.TEMPLATE_WARM
+
+
 def test_a_forked_run_equals_a_new_interpreters_run_bit_for_bit():
     request = {"config": JobConfig(num_workers=2, steps=6).as_dict()}
     (forked,) = fresh.run_fresh([request], launcher="template")
