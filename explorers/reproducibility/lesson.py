@@ -220,7 +220,7 @@ def start_line(c: Comparison) -> str:
         first = "the first run" if waited == 1 else f"the first {waited} runs"
         line += f" ({first} waited for the template to start and import torch)"
     if len(c.runs) > 1 and len({run.str_hash for run in c.runs}) == 1:  # hash() of the same string, per run
-        line += "; Python's string-hash seed was the same in every run: forks share the template's"
+        line += "; Python's string-hash seed was the same in every run (forks share the template's)"
     return line
 
 
