@@ -2,7 +2,17 @@
 
 import pytest
 
-from ui.fields import BoolField, ChoiceField, IntField, SequenceField, encode_query, quote, read_query
+from ui.fields import (
+    BoolField,
+    ChoiceField,
+    IntField,
+    SequenceField,
+    encode_query,
+    named,
+    options_values,
+    quote,
+    read_query,
+)
 
 FIELDS = (
     IntField("width", 4, 1, 64),
@@ -59,3 +69,17 @@ def test_quote_cannot_break_out_of_its_code_span():
 def test_bool_accepts_common_spellings():
     field = BoolField("saved", False)
     assert [field.parse(v) for v in ("1", "true", "ON", "0", "false", "off")] == [True, True, True, False, False, False]
+
+
+def test_a_field_sets_its_own_options_attribute_a_renamed_one_or_none():
+    fields = (
+        IntField("batch", 4, 1, 64, option="batch_size"),
+        BoolField("saved", True),
+        SequenceField("steps", ("forward",), 3, option=None),  # view state: no options attribute
+    )
+    assert [f.attribute for f in fields] == ["batch_size", "saved", None]
+    values = {"batch": 8, "saved": False, "steps": ("forward",)}
+    # only the attributes the options class has are set, under their attribute names
+    assert options_values(fields, values, ["batch_size", "seed"]) == {"batch_size": 8}
+    assert options_values(fields, values, ["batch_size", "saved"]) == {"batch_size": 8, "saved": False}
+    assert named(fields, "batch_size").name == "batch"
