@@ -265,9 +265,10 @@ def test_the_cost_sentence_times_the_first_batch_and_the_steps_apart(workers):
     line = lesson.cost_line(c)
     waits = max(run.timings["first_batch"] for run in c.runs)
     assert f"waiting for its first batch took up to {units.seconds(waits)}" in line
-    for run in c.runs:  # the phases run one after another inside the run, so they fit in its total
+    for run in c.runs:  # the phases run one after another inside the run, so they fit in its life
         phases = ("seeding", "building", "first_batch", "steps")
-        assert sum(run.timings[p] for p in phases) + run.start_s <= run.total_s
+        # not plus start_s: the caller reads "ready" when it gets to it, so start_s may overlap the seeding (CI: 0.6 ms)
+        assert sum(run.timings[p] for p in phases) <= run.total_s
 
 
 # --- Resume --------------------------------------------------------------------------------------------------------
