@@ -78,13 +78,16 @@ HOSTILE_VALUES = {
 }
 
 
+def slug_of(page: str) -> str:
+    return next(lab.slug for lab in LABS if lab.page == page)
+
+
 @functools.cache
 def clean_lab(page: str) -> tuple[dict[str, str], dict[str, object]]:
     """A lab opened without a link: the link it writes (every field), and each field's state."""
     at = open_page(page)
-    slug = next(lab.slug for lab in LABS if lab.page == page)
     query = {name: value for name, value in at.query_params.items() if name != "present"}
-    return query, {name: at.session_state[f"{slug}.{name}"] for name in query}
+    return query, {name: at.session_state[f"{slug_of(page)}.{name}"] for name in query}
 
 
 @pytest.mark.parametrize("hostile", HOSTILE_VALUES)
@@ -95,6 +98,5 @@ def test_a_hostile_value_in_every_field_gets_a_notice_each_and_the_page_runs_on_
     assert not at.exception, at.exception
     notices = [w.value for w in at.warning if "using the default" in w.value or "too long" in w.value]
     assert len(notices) == len(query), notices
-    slug = next(lab.slug for lab in LABS if lab.page == page)
-    assert {name: at.session_state[f"{slug}.{name}"] for name in query} == defaults
+    assert {name: at.session_state[f"{slug_of(page)}.{name}"] for name in query} == defaults
     assert {name: at.query_params[name] for name in query} == query  # the link is written back repaired
