@@ -42,9 +42,8 @@ with bench, page.controls():
     for pair in rows:
         for name, column in zip(pair, st.columns(2), strict=True):
             page.widget(name, column, disabled=name in ("seq_len", "heads") and not transformer)
-    row = st.columns(2, vertical_alignment="bottom")
-    page.widget("checkpointing", row[0])
-    page.widget("seed", row[1])
+    page.widget("checkpointing")  # a row of its own: beside the seed, its label was cut at 1280 px
+    page.widget("seed", st.columns(2)[0])
 page.sync_url()
 
 try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import html
 import math
 import re
 import textwrap
@@ -36,7 +37,7 @@ def _svg(dot_source: str) -> str:
     return svg[svg.index("<svg") :]
 
 
-def _graph_image(dot_source: str, scale: float) -> str:
+def _graph_image(dot_source: str, scale: float, description: str) -> str:
     """The laid-out SVG as an <img> (Streamlit's HTML sanitiser drops inline <svg>).
 
     Drawn at natural size times `scale`; the browser may shrink it to fit its column, but
@@ -49,7 +50,7 @@ def _graph_image(dot_source: str, scale: float) -> str:
     min_width = round(width * min(1.0, MIN_GRAPH_TEXT_PX / text_px))
     data = base64.b64encode(svg).decode()
     return (
-        f'<img alt="autograd graph" width="{width}" height="{height}" '
+        f'<img alt="{html.escape(description)}" width="{width}" height="{height}" '
         f'style="max-width: 100%; min-width: {min_width}px; height: auto" src="data:image/svg+xml;base64,{data}">'
     )
 
@@ -72,7 +73,8 @@ def graph(dot_source: str, caption_text: str, file_stem: str) -> None:
         st.caption(caption_text)
         st.caption("No Graphviz layout engine here, so no image export: `pip install graphviz-pure`.")
         return
-    image = _graph_image(dot_source, PRESENTING_GRAPH_SCALE if presenting() else 1.0)
+    # its text alternative is the caption: what the graph shows, with this run's settings
+    image = _graph_image(dot_source, PRESENTING_GRAPH_SCALE if presenting() else 1.0, caption_text)
     # focusable: a graph larger than its box scrolls, and a keyboard must reach it too (axe-core)
     st.html(f"<div class='graph' tabindex='0' role='region' aria-label='graph, scrollable'>{image}</div>")
     notes.add_graph(file_stem, caption_text, _svg(dot_source))
@@ -110,8 +112,8 @@ def plotly(figure: go.Figure, caption_text: str, file_stem: str, key: str | None
     st.plotly_chart(figure, config=config, key=key or f"{file_stem}-chart", theme=None)  # keep our projector-size fonts
 
 
-CAPTION_FONT_SIZE = 13
-CAPTION_LINE_CHARS = 44  # wrapped by hand (annotations do not wrap): fits the narrowest chart
+CAPTION_FONT_SIZE = {False: 13, True: 18}  # presenting: read from the back of a room, like the page's captions
+CAPTION_LINE_CHARS = 44  # wrapped by hand (annotations do not wrap): fits the narrowest chart, at either size
 # Plans are made for the narrowest a chart is drawn (a phone's column; presenting: a third of a
 # 1280 px window), so nothing overlaps there; a wider chart has room to spare.
 NARROW_FIGURE_PX = {False: 350, True: 480}
@@ -166,7 +168,7 @@ def lay_out(figure: go.Figure, caption_text: str, present: bool) -> go.Figure:
     right = DEFAULT_RIGHT if layout.margin.r is None else layout.margin.r
     figure.update_layout(font={"size": size, "color": "#222"}, title_font_size=title_size)
     if present:
-        _grow_trace_text(figure, PRESENTING_FONT_SIZE / FONT_SIZE)
+        _grow_builder_text(figure, PRESENTING_FONT_SIZE / FONT_SIZE)
     y_labels_left, y_labels_height = _y_axis_room(figure, size, NARROW_FIGURE_PX[present])
     left = max(left, y_labels_left)
     right = max(right, _bar_text_room(figure, size))
@@ -189,7 +191,7 @@ def lay_out(figure: go.Figure, caption_text: str, present: bool) -> go.Figure:
     below = legend + GAP if place == "below" else 0
     if below:  # under the axis title
         figure.update_layout(legend={"y": -(axis / plot), "yanchor": "top"})
-    caption = _add_caption(figure, caption_text, axis + below, left)
+    caption = _add_caption(figure, caption_text, axis + below, left, CAPTION_FONT_SIZE[present])
     bottom = axis + below + caption
     figure.update_layout(height=top + plot + bottom, margin={"t": top, "b": bottom, "l": left, "r": right})
     # the margin is planned here (plotly growing it would move the caption); the labels stand clear of the y axis'
@@ -198,12 +200,20 @@ def lay_out(figure: go.Figure, caption_text: str, present: bool) -> go.Figure:
     return figure
 
 
-def _grow_trace_text(figure: go.Figure, scale: float) -> None:
-    """Text a builder sized for a trace (a heatmap's cells, a bar's labels) grows like the rest of the chart."""
-    for trace in figure.data:
-        font = getattr(trace, "textfont", None)
+def _grow_builder_text(figure: go.Figure, scale: float) -> None:
+    """Text a builder sized itself (a heatmap's cells, a bar's labels, tick labels, a legend, a marker's note)
+    grows like the rest."""
+    axes = (*figure.select_xaxes(), *figure.select_yaxes())
+    fonts = [getattr(trace, "textfont", None) for trace in figure.data]
+    fonts += [axis.tickfont for axis in axes] + [axis.title.font for axis in axes]
+    fonts += [figure.layout.legend.font]
+    for font in fonts:
         if font is not None and isinstance(font.size, int | float):
             font.size = round(font.size * scale)
+    for note in figure.layout.annotations:  # its shift keeps a note clear of its neighbour: it grows with the text
+        if isinstance(note.font.size, int | float):
+            note.font.size = round(note.font.size * scale)
+            note.xshift, note.yshift = ((shift or 0) * scale for shift in (note.xshift, note.yshift))
 
 
 def _thin_log_ticks(figure: go.Figure) -> None:
@@ -393,7 +403,7 @@ def _legend_height(figure: go.Figure, size: int, narrow_plot: int) -> int:
     return round(height)
 
 
-def _add_caption(figure: go.Figure, text: str, above: int, left: int) -> int:
+def _add_caption(figure: go.Figure, text: str, above: int, left: int, size: int) -> int:
     """The caption as an annotation `above` px below the plot; returns the room it takes."""
     lines = textwrap.wrap(text, CAPTION_LINE_CHARS) or [""]
     figure.add_annotation(
@@ -408,9 +418,9 @@ def _add_caption(figure: go.Figure, text: str, above: int, left: int) -> int:
         xshift=8 - left,  # from the figure's left edge, not the plot's: more room
         align="left",
         showarrow=False,
-        font={"size": CAPTION_FONT_SIZE, "color": "#555"},
+        font={"size": size, "color": "#555"},
     )
-    return 8 + round(CAPTION_FONT_SIZE * 1.35 * len(lines))
+    return 8 + round(size * 1.35 * len(lines))
 
 
 def why_panel(lines: Sequence[str]) -> None:
@@ -453,14 +463,31 @@ def answer_card(card: AnswerCard) -> None:
     drill.timer()
 
 
+GRID_CHAR_PX = 8  # a data grid's 14 px text: about this wide a character, with room to spare
+GRID_CELL_PAD_PX = 24
+GRID_AUTO_CHARS = 30  # about what a grid's automatic column width shows before it cuts a cell with "…"
+
+
 def table(data: Any, *, height: int | None = None, column_config: Mapping[str, Any] | None = None) -> None:
     """A table: a data grid to scroll and sort; presenting, a plain table whose text grows with the page's (the
-    grid draws on a canvas at a fixed size), numbers written as in the notes. Cells are text, never markdown."""
+    grid draws on a canvas at a fixed size), numbers written as in the notes. Cells are text, never markdown.
+    A grid's text column is made wide enough for its longest cell: the grid would cut it, and it scrolls sideways
+    inside itself where its columns are wider than the page."""
+    frame = pd.DataFrame(data)
     if presenting():
-        frame = pd.DataFrame(data)
         st.table(frame.astype(object).map(_cell), hide_index=True)
-    else:
-        st.dataframe(data, hide_index=True, height=height or "auto", column_config=column_config)
+        return
+    config = {**_text_widths(frame), **(column_config or {})}
+    st.dataframe(data, hide_index=True, height=height or "auto", column_config=config)
+
+
+def _text_widths(frame: pd.DataFrame) -> dict[str, Any]:
+    widths = {}
+    for name in frame.columns:
+        longest = max((len(v) for v in frame[name] if isinstance(v, str)), default=0)
+        if longest > GRID_AUTO_CHARS:
+            widths[name] = st.column_config.TextColumn(width=GRID_CELL_PAD_PX + GRID_CHAR_PX * longest)
+    return widths
 
 
 def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:

@@ -48,7 +48,8 @@ PRESENTATION_CSS = """<style>
 html { font-size: 20px; } .stMainBlockContainer { max-width: none; }
 /* what Streamlit sizes in px, not rem: captions, inline and block code, markdown tables */
 [data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p { font-size: 0.9rem !important; }
-[data-testid="stMarkdownContainer"] code, [data-testid="stCode"] code { font-size: 0.9rem !important; }
+[data-testid="stMarkdownContainer"] code, [data-testid="stCode"] code,
+[data-testid="stCaptionContainer"] code { font-size: 0.9rem !important; }
 [data-testid="stMarkdownContainer"] table, [data-testid="stTable"] table { font-size: 1rem !important; }
 </style>"""
 # Session-wide, in a plain session key: Streamlit drops a widget's state on a page switch,

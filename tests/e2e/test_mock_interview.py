@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.test_browser import wait_for_app
-from tests.e2e.test_phone import SIDEWAYS
+from tests.e2e.test_layout import SIDEWAYS
 
 pytestmark = pytest.mark.e2e
 

@@ -65,10 +65,21 @@ def test_a_log_axis_of_few_decades_labels_one_two_and_five(top, thinned):
     assert (laid_out(figure).layout.yaxis.dtick == "D2") == thinned
 
 
-def test_presenting_grows_text_a_builder_sized_for_a_trace():
-    def cell_size(present: bool) -> float:
+def test_presenting_grows_text_a_builder_sized_for_a_trace_or_an_axis():
+    def sizes(present: bool) -> tuple[float, float]:
         figure = go.Figure(go.Heatmap(z=[[1]], text=[["✓"]], texttemplate="%{text}", textfont={"size": 14}))
-        return laid_out(figure, present).data[0].textfont.size
+        figure.update_layout(xaxis={"tickfont": {"size": 13}})  # Modes' mode names once stayed 13 px presenting
+        drawn = laid_out(figure, present)
+        return drawn.data[0].textfont.size, drawn.layout.xaxis.tickfont.size
 
-    assert cell_size(False) == 14
-    assert cell_size(True) == round(14 * figures.PRESENTING_FONT_SIZE / figures.FONT_SIZE)
+    scale = figures.PRESENTING_FONT_SIZE / figures.FONT_SIZE
+    assert sizes(False) == (14, 13)
+    assert sizes(True) == (round(14 * scale), round(13 * scale))
+
+
+def test_presenting_grows_the_caption_inside_a_chart():
+    def caption_size(present: bool) -> float:
+        (caption,) = laid_out(go.Figure(go.Bar(x=[1], y=[1])), present).layout.annotations
+        return caption.font.size
+
+    assert caption_size(True) > caption_size(False) == figures.CAPTION_FONT_SIZE[False]
