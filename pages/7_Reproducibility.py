@@ -59,10 +59,10 @@ def run_again() -> None:
 bench, stage = page.workbench()
 with bench:  # the sources are what a presenter toggles
     st.markdown("**Seed each source of randomness?**")
-    toggles = st.columns(2)
+    toggles = st.columns(1 if page.presenting else 2)  # presenting, two to a row cut their labels at 1280 px
     for index, name in enumerate(SOURCE_TOGGLES):
-        page.widget(name, toggles[index % 2])
-    toggles[1].button("Run again", icon=":material/refresh:", on_click=run_again, help="New processes, same settings")
+        page.widget(name, toggles[index % len(toggles)])
+    toggles[-1].button("Run again", icon=":material/refresh:", on_click=run_again, help="New processes, same settings")
 with bench, page.controls():
     left, right = st.columns(2)
     for name, column in (("runs", left), ("workers", right), ("steps", left), ("seed", right)):

@@ -146,12 +146,13 @@ def text_problems(runs: list[dict], least_px: float) -> list[str]:
 
 
 def settled_charts(window, tries: int = 30) -> list[dict]:
-    """The charts once the page has finished drawing: a lab's later charts wait for its runs."""
+    """The charts once the page has finished drawing: a lab's later charts wait for its runs (every lab has one;
+    between two runs of its script a page can read as finished before any is drawn)."""
     wait_for_app(window)
     count = -1
     for _ in range(tries):
         again = window.locator("[data-testid='stPlotlyChart'] .main-svg").count()
-        if again == count:
+        if again == count and count > 0:
             break
         count = again
         window.wait_for_timeout(1_500)

@@ -19,15 +19,20 @@ from tests.e2e.test_layout import WINDOWS, chart_problems, settled_charts
 pytestmark = pytest.mark.e2e
 
 VIEWS = ("phone", "laptop-normal", "1080p-presenting")
-# Each ▲ marker's centre, and the columns of bars in its chart: their left, right and top, and the plot's top.
-MARKERS_AND_BARS = """() => [...document.querySelectorAll("[data-testid='stPlotlyChart']")].map(chart => {
+# Each ▲ marker's centre, in the order of the figure's annotations; and each step's bar column (left, right).
+MARKERS_AND_COLUMNS = """() => {
+    const chart = document.querySelector("[data-testid='stPlotlyChart']");
     const markers = [...chart.querySelectorAll("g.annotation")].filter(a => a.textContent.startsWith("▲"))
-      .map(a => { const r = a.getBoundingClientRect(); return {text: a.textContent, x: (r.left + r.right) / 2}; });
-    const bars = [...chart.querySelectorAll(".trace.bars .point path")].map(p => p.getBoundingClientRect())
-      .filter(r => r.height > 0).map(r => [r.left, r.right, r.top]);
-    const plot = chart.querySelector(".nsewdrag");
-    return {markers, bars, plotTop: plot ? plot.getBoundingClientRect().top : 0};
-  }).filter(chart => chart.markers.length)"""
+      .map(a => { const r = a.getBoundingClientRect(); return (r.left + r.right) / 2; });
+    const columns = [];
+    for (const trace of chart.querySelectorAll(".trace.bars")) {
+      [...trace.querySelectorAll(".point path")].forEach((bar, step) => {
+        const r = bar.getBoundingClientRect();
+        if (r.width > 0) columns[step] = [r.left, r.right];
+      });
+    }
+    return {markers, columns};
+  }"""
 TOOLTIPS_OVER_CONTROLS = """() => {
     const shown = [...document.querySelectorAll("[data-testid='stTooltipContent'], [role='tooltip']")]
       .filter(t => t.checkVisibility({checkOpacity: true, checkVisibilityCSS: true}))
@@ -61,18 +66,33 @@ def test_autograd_saved_chart_after_backward_keeps_its_plot_and_its_backward_row
     assert any("backward()" in row for row in rows), f"the backward row is missing: {rows}"
 
 
-def test_profiler_markers_stand_on_the_bars_they_measure(view, server_url):
+@pytest.fixture(scope="module")
+def profiled():
+    """A real profile of the lab's job, small: its steps' lengths are this machine's."""
+    from explorers.profiler.experiment import ProfileOptions, profile
+
+    return profile(ProfileOptions(width=64, warmup=1, active=3))
+
+
+def test_profiler_markers_stand_on_the_bars_they_measure(view, profiled):
+    """The axis is cut at the median step, so about half the bars are cut and marked; plotly.js draws the chart
+    as the page would (the lab's own figure and layout), at this window's width."""
+    from explorers.profiler import figures as profiler_figures
+    from ui import figures
+
     page, present = view
-    page.goto(f"{server_url}/Profiler?warmup=0&{present}")  # a first step pays one-off costs: likely cut
-    settled_charts(page)
-    charts = page.evaluate(MARKERS_AND_BARS)
-    if not charts:
-        pytest.skip("no step in this run was long enough to be cut and marked")
-    for chart in charts:
-        for marker in chart["markers"]:
-            under = [bar for bar in chart["bars"] if bar[0] <= marker["x"] <= bar[1]]
-            assert under, f"{marker['text']} stands over no bar"
-            assert min(top for *_, top in under) <= chart["plotTop"] + 1, f"{marker['text']} stands over an uncut bar"
+    heights = [sum(s.phases.values()) + s.other_ms for s in (*profiled.warmup_steps, *profiled.steps)]
+    top = sorted(heights)[len(heights) // 2]
+    chart = profiler_figures.phases_figure(profiled, top=top)
+    figures.lay_out(chart, "Milliseconds per step", present.endswith("1"))
+    steps = [step for step, height in enumerate(heights) if height > top]  # in order, as the markers are added
+    page.set_content(f"<div data-testid='stPlotlyChart'>{chart.to_html(include_plotlyjs=True, full_html=False)}</div>")
+    page.wait_for_selector("g.annotation")
+    drawn = page.evaluate(MARKERS_AND_COLUMNS)
+    assert len(drawn["markers"]) == len(steps) >= 1
+    for x, step in zip(drawn["markers"], steps, strict=True):
+        left, right = drawn["columns"][step]
+        assert left <= x <= right, f"step {step}'s marker stands at {x:.0f} px, its bar at {left:.0f}-{right:.0f}"
 
 
 def test_the_notes_file_holds_each_figure_on_the_page_once(view, server_url, tmp_path):

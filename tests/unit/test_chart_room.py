@@ -5,6 +5,7 @@ The browser tests check the drawn result at three window sizes; these pin the pl
 
 from __future__ import annotations
 
+import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
@@ -83,3 +84,12 @@ def test_presenting_grows_the_caption_inside_a_chart():
         return caption.font.size
 
     assert caption_size(True) > caption_size(False) == figures.CAPTION_FONT_SIZE[False]
+
+
+def test_a_grid_text_column_is_as_wide_as_its_longest_cell_and_short_ones_keep_their_own_width():
+    """A data grid cuts a cell wider than its column with "…" (Serving's contract cut the feature order)."""
+    order = "tenure_months, monthly_charges, support_calls, data_gb, age, discount_pct"
+    frame = pd.DataFrame({"link": ["feature order", "dtype"], "training": [order, "float32"], "rows": [1, 2]})
+    widths = figures._text_widths(frame)
+    assert set(widths) == {"training"}
+    assert widths["training"]["width"] >= figures.GRID_CHAR_PX * len(order)
