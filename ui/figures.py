@@ -18,7 +18,7 @@ import streamlit as st
 
 from explorers import chartroom, environment, graphs, units
 from explorers.cards import AnswerCard
-from ui import drill, notes
+from ui import alt_text, drill, notes
 from ui.frame import presenting
 
 # Set once: applying a template per chart cost about 8 ms a chart (its JSON still carries the template).
@@ -99,7 +99,8 @@ def graph(dot_source: str, caption_text: str, file_stem: str) -> None:
 
 
 def plotly(figure: go.Figure, caption_text: str, file_stem: str, key: str | None = None) -> None:
-    """A plotly chart that carries its caption (settings, device, torch) inside the figure.
+    """A plotly chart that carries its caption (settings, device, torch) inside the figure, and its text
+    alternative (title, axes, the points drawn, the caption) for a screen reader.
 
     The caption is drawn in the figure's bottom margin, so a PNG saved with the toolbar's
     camera (2x, named after the lab) still says what produced it. Presenting grows the
@@ -110,6 +111,7 @@ def plotly(figure: go.Figure, caption_text: str, file_stem: str, key: str | None
     notes.add_chart(file_stem, caption_text, figure)
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": file_stem, "scale": 2}}
     st.plotly_chart(figure, config=config, key=key or f"{file_stem}-chart", theme=None)  # keep our projector-size fonts
+    st.html(f"<p class='chart-text'>{html.escape(alt_text.describe(figure, caption_text))}</p>")
 
 
 CAPTION_FONT_SIZE = {False: 13, True: 18}  # presenting: read from the back of a room, like the page's captions

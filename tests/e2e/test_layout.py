@@ -8,6 +8,7 @@ One page load per lab and window, and every check of issue 21 on it:
   chart, and each plot area keeps MIN_PLOT_PX;
 - a graph's text stays readable, and a graph larger than its box shows a shade on each edge with more beyond;
 - presenting, every text is at least PRESENTING_TEXT_PX (captions, tables, code and chart text included);
+- every chart has its text alternative (ui.alt_text);
 - axe-core finds no serious or critical violation.
 Screenshots of every lab presenting at 1920x1080 land in artifacts/screenshots/ (`make screenshots`).
 """
@@ -64,6 +65,7 @@ SIDEWAYS = """() => {
 # An element that clips its text (an ellipsis, hidden overflow) and holds more than it shows.
 CUT_TEXT = """() => [...document.querySelectorAll("[data-testid='stMain'] *")].filter(e => {
     if (!e.checkVisibility({checkOpacity: true, checkVisibilityCSS: true}) || !(e.innerText || "").trim()) return false;
+    if (e.closest(".chart-text")) return false;  // a chart's text alternative, for screen readers: clipped on purpose
     const s = getComputedStyle(e);
     const clips = s.textOverflow === "ellipsis" || s.overflow === "hidden" || s.overflowX === "hidden";
     return clips && e.scrollWidth > e.clientWidth + 1;
@@ -76,7 +78,7 @@ TEXT_RUNS = """() => {
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
       const text = node.textContent.trim();
       const parent = node.parentElement;
-      if (!text || parent.closest("svg, div.graph, iframe, style, script")) continue;
+      if (!text || parent.closest("svg, div.graph, .chart-text, iframe, style, script")) continue;
       if (!parent.checkVisibility({checkOpacity: true, checkVisibilityCSS: true})) continue;
       const range = document.createRange();
       range.selectNodeContents(node);
@@ -269,6 +271,9 @@ def test_the_lab_reads_whole_on_its_first_screen(window, server_url, screenshots
     problems["text"] = text_problems(page.evaluate(TEXT_RUNS), least_px)
     problems["chart text"] = [f"{text!r} is {px:g} px" for px, text in page.evaluate(CHART_TEXT_PX) if px < least_px]
     problems["graphs"] = graph_problems(page)
+    charts, described = (page.locator(s).count() for s in ("[data-testid='stPlotlyChart']", "p.chart-text"))
+    if described != charts:
+        problems["text alternatives"] = [f"{described} for {charts} charts"]
     problems["axe-core"] = serious_violations(page)
 
     problems = {kind: found for kind, found in problems.items() if found}
