@@ -3,7 +3,7 @@
 import streamlit as st
 
 from ui import drill, mock, plan
-from ui.frame import setup_page
+from ui.frame import presenting, setup_page
 
 setup_page("Mock interview", ":material/record_voice_over:")
 st.title(":material/record_voice_over: Mock interview")
@@ -15,7 +15,7 @@ for number, asked in enumerate(mock.current_set(), 1):
         st.markdown(f"**Question {number}. {asked.lab.question}**")
         st.page_link(asked.lab.page, label=f"The evidence: the {asked.lab.title} lab", icon=asked.lab.icon)
         st.markdown("\n".join(f"- {depth}" for depth in mock.DEPTHS))
-        drill.timer()
+        drill.timer(presenting())
         st.markdown(f"**The interviewer:** {asked.challenge}")
         st.markdown("**Score yourself:** what did your answer have?")
         ticked = [st.checkbox(item, key=f"mock-{asked.lab.slug}-{i}") for i, item in enumerate(mock.RUBRIC)]

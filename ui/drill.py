@@ -43,12 +43,14 @@ def visited() -> set[str]:
     return st.session_state.get(VISITED_KEY, set())
 
 
-def timer() -> None:
-    """A countdown for a spoken answer, run in the browser (a server-side clock would rerun the page every second)."""
+def timer(presenting: bool = False) -> None:
+    """A countdown for a spoken answer, run in the browser (a server-side clock would rerun the page every second).
+    Its frame is a page of its own: presenting, its text grows here, as the page's does."""
     buttons = "".join(f"<button onclick='start({seconds})'>{label}</button>" for label, seconds in TIMER_CHOICES)
     st.iframe(  # our own constant HTML (no user text in it), so an iframe that runs its script is safe
         f"""
 <style>
+  html {{ font-size: {20 if presenting else 16}px; }}
   body {{ font-family: "Source Sans Pro", system-ui, sans-serif; margin: 0; color: #31333f; }}
   button {{ font-size: 1rem; margin-right: 0.4rem; padding: 0.3rem 0.8rem; border-radius: 0.5rem;
            border: 1px solid #ccc; background: white; cursor: pointer; }}
@@ -68,5 +70,5 @@ def timer() -> None:
     tick(); clock = setInterval(tick, 250);
   }}
 </script>""",
-        height=48,
+        height=60 if presenting else 48,
     )

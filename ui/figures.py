@@ -464,7 +464,7 @@ def answer_card(card: AnswerCard) -> None:
     with st.container(border=True):
         st.markdown(f"**{card.question}**")
         st.markdown(card.as_markdown())
-    drill.timer()
+    drill.timer(presenting())
 
 
 GRID_CHAR_PX = 8  # a data grid's 14 px text: about this wide a character, with room to spare
@@ -479,7 +479,7 @@ def table(data: Any, *, height: int | None = None, column_config: Mapping[str, A
     inside itself where its columns are wider than the page."""
     frame = pd.DataFrame(data)
     if presenting():
-        st.table(frame.astype(object).map(_cell), hide_index=True)
+        st.table(frame.astype(object).map(_text_cell), hide_index=True)
         return
     config = {**_text_widths(frame), **(column_config or {})}
     st.dataframe(data, hide_index=True, height=height or "auto", column_config=config)
@@ -510,6 +510,11 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return units.format_number(value)
     return str(value).replace("|", "/")
+
+
+def _text_cell(value: Any) -> str:
+    """A cell as plain text: a plain table reads its cells as markdown, which made "__next__" a bold "next"."""
+    return re.sub(r"([\\`*_~\[\]<>#])", r"\\\1", _cell(value))
 
 
 def notes_download(title: str, caption_text: str, sections: Mapping[str, str], file_stem: str) -> None:

@@ -16,7 +16,10 @@ KIND_COLOURS = {
     "weight copies": "#9467bd",
     "gathered unit": "#8c564b",
 }
-OTHER_COLOUR = "#7f7f7f"  # temporaries, the batch, buffers
+# Kinds without a colour of their own (temporaries, the batch, buffers) take these in turn: two of them shared
+# one grey, with "other" too, so the legend could not tell them apart.
+SPARE_COLOURS = ("#7f7f7f", "#17becf", "#bcbd22", "#e377c2", "#393b79")
+OTHER_COLOUR = "#c7c7c7"
 OTHER = "other (under 1% each)"
 MARGIN = {"l": 10, "r": 20, "t": 90, "b": 60}  # the legend above the plot; the axis title and caption below
 
@@ -35,15 +38,17 @@ def peak_parts(plan: Plan) -> list[tuple[str, int]]:
 def peak_figure(plan: Plan, budgets: tuple[int, ...], chosen: int, text_size: int = 14) -> go.Figure:
     """One bar: what was alive at the peak, largest first, with a line at each GPU budget (its tick on the axis)."""
     figure = go.Figure()
+    spare = iter(SPARE_COLOURS)
     for kind, nbytes in peak_parts(plan):
         name = kind_name(kind) if kind != OTHER else OTHER
+        colour = OTHER_COLOUR if kind == OTHER else KIND_COLOURS.get(kind) or next(spare, SPARE_COLOURS[0])
         figure.add_trace(
             go.Bar(
                 y=["at the peak"],
                 x=[_gib(nbytes)],
                 name=name,
                 orientation="h",
-                marker_color=KIND_COLOURS.get(kind, OTHER_COLOUR),
+                marker_color=colour,
                 hovertemplate=f"{name}: %{{x:,.2f}} GiB<extra></extra>",
             )
         )

@@ -137,3 +137,13 @@ def test_the_card_offers_no_change_that_saves_nothing():
     assert "None of the changes tried lowers the peak" in evidence and "saves the most" not in evidence
     helpful = Remedies(p, (dataclasses.replace(useless.remedies[0], saved=2**30),))
     assert "saves the most (measured): ZeRO-2 over 2 GPUs, 1.0 GiB" in card.answer_card(p, 80, None, helpful).evidence
+
+
+def test_every_part_of_the_peak_bar_has_a_colour_of_its_own():
+    """Real scale's bar once drew "optimizer step temporaries" and "other" in the same grey."""
+    from explorers.scale import figures as scale_figures
+
+    measured = plan("gpt2", 1, 64, precision="fp32")
+    parts = scale_figures.peak_parts(measured)
+    colours = [trace.marker.color for trace in scale_figures.peak_figure(measured, (80,), 80).data]
+    assert len(parts) >= 3 and len(colours) == len(set(colours)) == len(parts), parts
