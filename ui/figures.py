@@ -120,8 +120,6 @@ CAPTION_LINE_CHARS = 44  # wrapped by hand (annotations do not wrap): fits the n
 # 1280 px window), so nothing overlaps there; a wider chart has room to spare.
 NARROW_FIGURE_PX = {False: 350, True: 480}
 MIN_PLOT_PX = 150  # the plot area's least height, before presenting scales it
-# px between a category label and the plot: a heatmap's first cell read as part of its label ("rank 02×")
-Y_TICK_STANDOFF = 6
 X_TICK_STANDOFF = 6  # px between the plot and the x tick labels: the y axis' lowest label reaches below the plot
 FEW_DECADES = 1_000  # a log axis spanning less than this labels 1, 2 and 5 of each decade
 Y_LABEL_SHARE = 0.45  # of the narrowest figure, the most that y category labels take before they wrap
@@ -351,8 +349,8 @@ def _y_axis_room(figure: go.Figure, size: int, narrow_figure: int) -> tuple[int,
     lines = max(len(_lines(label)) for label in shown)
     title = LINE_EM * (axis.title.font.size or size) + GAP if axis.title.text else 0
     # plotly may widen a margin it was told to fit (automargin); it is planned here
-    axis.update(automargin=False, ticklabelstandoff=Y_TICK_STANDOFF)
-    return round(GAP + Y_TICK_STANDOFF + widest + title), len(labels) * (_text_height(lines, tick_size) + GAP)
+    axis.automargin = False
+    return round(GAP + widest + title), len(labels) * (_text_height(lines, tick_size) + GAP)
 
 
 def _bar_text_room(figure: go.Figure, size: int) -> int:

@@ -93,12 +93,3 @@ def test_a_grid_text_column_is_as_wide_as_its_longest_cell_and_short_ones_keep_t
     widths = figures._text_widths(frame)
     assert set(widths) == {"training"}
     assert widths["training"]["width"] >= figures.GRID_CHAR_PX * len(order)
-
-
-def test_category_labels_on_y_stand_off_the_plot_and_the_margin_makes_room_for_the_gap():
-    """DDP's sampler heatmap read "epoch 0 · rank 02×": the label ran into its first cell's text."""
-    labels = ["epoch 0 · rank 0", "epoch 0 · rank 1"]
-    touching = laid_out(go.Figure(go.Heatmap(z=[[1, 2], [3, 4]], y=labels)))
-    assert touching.layout.yaxis.ticklabelstandoff == figures.Y_TICK_STANDOFF > 0
-    widest = max(figures._text_px(label, figures.FONT_SIZE) for label in labels)
-    assert touching.layout.margin.l >= widest + figures.Y_TICK_STANDOFF
