@@ -87,7 +87,7 @@ figures.plotly(
 )
 
 st.subheader("The input-to-output contract")
-figures.table(charts.contract_table(c))
+figures.table(charts.contract_table(c), prose=True)  # a grid cut the feature order, or scrolled it out of view
 st.caption(lesson.TAKE_THE_CHECK)
 csv, golden_json, pipeline_json, checkpoint = st.columns(4)
 artefact = c.artefact

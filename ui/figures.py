@@ -470,13 +470,16 @@ GRID_CELL_PAD_PX = 24
 GRID_AUTO_CHARS = 30  # about what a grid's automatic column width shows before it cuts a cell with "…"
 
 
-def table(data: Any, *, height: int | None = None, column_config: Mapping[str, Any] | None = None) -> None:
-    """A table: a data grid to scroll and sort; presenting, a plain table whose text grows with the page's (the
-    grid draws on a canvas at a fixed size), numbers written as in the notes. Cells are text, never markdown.
+def table(
+    data: Any, *, height: int | None = None, column_config: Mapping[str, Any] | None = None, prose: bool = False
+) -> None:
+    """A table: a data grid to scroll and sort; a plain table, which wraps, when presenting (the grid draws on a
+    canvas at a fixed size, so its text would not grow with the page's) or for `prose`, a few rows of long text
+    read whole. Plain tables write numbers as the notes do; cells are text, never markdown.
     A grid's text column is made wide enough for its longest cell: the grid would cut it, and it scrolls sideways
     inside itself where its columns are wider than the page."""
     frame = pd.DataFrame(data)
-    if presenting():
+    if presenting() or prose:
         st.table(frame.astype(object).map(_text_cell), hide_index=True)
         return
     config = {**_text_widths(frame), **(column_config or {})}

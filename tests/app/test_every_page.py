@@ -40,12 +40,12 @@ LAB_PAGES = sorted(lab.page for lab in LABS if lab.page)
 def test_presentation_mode_folds_the_settings_away_and_stays_in_the_link(page):
     at = open_page(page)
     assert not settings_folded(at)  # drawn in a bordered box
-    grids = len(at.dataframe)
+    tables = len(at.dataframe) + len(at.table)
     at.toggle(key="presenting-toggle").set_value(True).run()
     assert not at.exception and settings_folded(at)
     assert at.query_params["present"] == "1"
     # a data grid draws on a canvas at a fixed size: presenting shows plain tables, whose text grows
-    assert len(at.dataframe) == 0 and len(at.table) == grids
+    assert len(at.dataframe) == 0 and len(at.table) == tables
     reopened = open_page(page, {"present": "1"})
     assert settings_folded(reopened) and not reopened.warning
     assert reopened.toggle(key="presenting-toggle").value

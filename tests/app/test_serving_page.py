@@ -45,7 +45,7 @@ def test_opens_clean_with_its_figures_metrics_and_downloads(lab):
     assert [m.label for m in lab.metric] == ["Validation", "Recorded, live", "Serving, live"]
     assert lab.metric[1].value == lab.metric[2].value
     assert "**No serving mismatch:**" in checklist(lab)
-    assert len(lab.dataframe) == 2  # the golden set and the contract
+    assert len(lab.dataframe) == 1 and len(lab.table) == 1  # the golden set; the contract, read whole
     labels = [b.proto.label for b in lab.get("download_button")]
     for wanted in ("Golden set (.csv)", "Golden set (.json)", "Pipeline (.json)", "Checkpoint (.pt)", "Notes (.html)"):
         assert any(wanted in label for label in labels), (wanted, labels)
