@@ -234,12 +234,17 @@ def graph_problems(window) -> list[str]:
 @pytest.fixture()
 def window(browser, request):
     shape = WINDOWS[request.param]
-    phone = {"is_mobile": True, "has_touch": True} if shape.phone else {}
-    context = browser.new_context(viewport={"width": shape.width, "height": shape.height}, **phone)
-    page = context.new_page()
-    page.set_default_timeout(45_000)
+    page = open_window(browser, shape, timeout_ms=45_000)
     yield page, shape
-    context.close()
+    page.context.close()
+
+
+def open_window(browser, shape: Window, timeout_ms: int):
+    """A page in a fresh browser context of `shape`'s size; a phone's is a touch screen."""
+    phone = {"is_mobile": True, "has_touch": True} if shape.phone else {}
+    page = browser.new_context(viewport={"width": shape.width, "height": shape.height}, **phone).new_page()
+    page.set_default_timeout(timeout_ms)
+    return page
 
 
 @pytest.mark.parametrize("window", list(WINDOWS), indirect=True)

@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.test_browser import wait_for_app
-from tests.e2e.test_layout import WINDOWS, chart_problems, settled_charts
+from tests.e2e.test_layout import WINDOWS, chart_problems, open_window, settled_charts
 
 pytestmark = pytest.mark.e2e
 
@@ -48,12 +48,9 @@ TOOLTIPS_OVER_CONTROLS = """() => {
 @pytest.fixture(params=VIEWS)
 def view(browser, request):
     shape = WINDOWS[request.param]
-    phone = {"is_mobile": True, "has_touch": True} if shape.phone else {}
-    context = browser.new_context(viewport={"width": shape.width, "height": shape.height}, **phone)
-    page = context.new_page()
-    page.set_default_timeout(60_000)
+    page = open_window(browser, shape, timeout_ms=60_000)
     yield page, f"present={int(shape.present)}"
-    context.close()
+    page.context.close()
 
 
 def test_autograd_saved_chart_after_backward_keeps_its_plot_and_its_backward_row(view, server_url):
