@@ -122,6 +122,7 @@ NARROW_FIGURE_PX = {False: 350, True: 480}
 MIN_PLOT_PX = 150  # the plot area's least height, before presenting scales it
 X_TICK_STANDOFF = 6  # px between the plot and the x tick labels: the y axis' lowest label reaches below the plot
 FEW_DECADES = 1_000  # a log axis spanning less than this labels 1, 2 and 5 of each decade
+LOG_PAD = 1.25  # a tick this far past the data may still be on a log axis: plotly pads the range
 Y_LABEL_SHARE = 0.45  # of the narrowest figure, the most that y category labels take before they wrap
 PLOTLY_HEIGHT = 450  # plotly's height for a figure that sets none
 DEFAULT_LEFT, DEFAULT_RIGHT = 70, 20
@@ -219,8 +220,9 @@ def _grow_builder_text(figure: go.Figure, scale: float) -> None:
 
 
 def _thin_log_ticks(figure: go.Figure) -> None:
-    """A log y axis spanning few decades labels 1, 2 and 5 of each: plotly labels every digit, and on a short plot
-    the digits near a decade's top print over each other."""
+    """A log y axis spanning few decades gets ticks at 1, 2 and 5 of each decade (1, 2, 3 and 5, or every digit,
+    where that gives fewer than three), labelled in full: plotly's own ticks label every digit, which print over
+    each other on a short plot, and its 1-2-5 ticks ("D2") label only the digit: 0.2, 0.5, 1, 2 read "2, 5, 1, 2"."""
     for axis in figure.select_yaxes():
         axis_id = "y" + axis.plotly_name.removeprefix("yaxis")
         if axis.type != "log" or axis.dtick is not None or axis.tickvals is not None:
@@ -232,8 +234,30 @@ def _thin_log_ticks(figure: go.Figure) -> None:
             for v in trace.y
             if isinstance(v, int | float) and math.isfinite(v) and v > 0
         ]
-        if values and max(values) / min(values) < FEW_DECADES:
-            axis.dtick = "D2"
+        if not values or max(values) / min(values) >= FEW_DECADES:
+            continue
+        low, high = min(values), max(values)
+        for digits in ((1, 2, 5), (1, 2, 3, 5), range(1, 10)):
+            ticks = _log_ticks(low, high, digits)
+            if sum(low <= t <= high for t in ticks) >= 3:
+                break
+        axis.update(tickvals=ticks, ticktext=[_tick_label(v) for v in ticks])
+
+
+def _log_ticks(low: float, high: float, digits) -> list[float]:
+    """Each digit times each power of ten from low to high (a little past each: plotly pads a log axis)."""
+    decades = range(math.floor(math.log10(low)) - 1, math.floor(math.log10(high)) + 2)
+    ticks = (float(f"{d}e{e}") for e in decades for d in digits)  # 2e-1, not 2 * 10 ** -1 = 0.20000000000000004
+    return [t for t in ticks if low / LOG_PAD <= t <= high * LOG_PAD]
+
+
+def _tick_label(value: float) -> str:
+    """0.2 and 500 as written; far from 1 as plotly writes a power of ten, 2×10⁻⁵ with a true minus."""
+    if 1e-3 <= value < 1e4:
+        return f"{value:g}"
+    mantissa, exponent = f"{value:e}".split("e")
+    head = f"{float(mantissa):g}×" if float(mantissa) != 1 else ""
+    return f"{head}10<sup>{int(exponent)}</sup>".replace("-", "\u2212")
 
 
 def _title_room(figure: go.Figure, title_size: int, narrow_figure: int) -> int:

@@ -167,14 +167,17 @@ def training_figure(training: Training) -> go.Figure:
     """Loss per step with and without clipping; where the loss stops being finite, a gap and a labelled line.
 
     A non-finite loss has no place on a log axis: the trace leaves a gap there, and a dotted vertical line at
-    that step carries the label ("nan at step 1 / stopped", in the run's colour) at the top of the chart, not
-    at any loss value: on the side of the line with more room, one label under the other.
+    that step carries the label ("nan at step 1 / stopped", in the run's colour) at the top or the bottom of the
+    chart, whichever the curves leave free beside the line, not at any loss value: on the side of the line with
+    more room, one label under the other. Where both runs lost the same (step 0), the run without clipping has
+    the larger marker: it rings the other's rather than hide under it.
     """
     figure = go.Figure()
-    for row, (name, losses, colour) in enumerate(
+    at_top = _top_is_free(training)
+    for row, (name, losses, others, colour) in enumerate(
         (
-            ("no clipping", training.losses_plain, "#d62728"),
-            (f"clip_grad_norm_ at {training.max_norm:g}", training.losses_clipped, "#2ca02c"),
+            ("no clipping", training.losses_plain, training.losses_clipped, "#d62728"),
+            (f"clip_grad_norm_ at {training.max_norm:g}", training.losses_clipped, training.losses_plain, "#2ca02c"),
         )
     ):
         figure.add_trace(
@@ -184,6 +187,9 @@ def training_figure(training: Training) -> go.Figure:
                 mode="lines+markers",
                 name=name,
                 line={"width": 3, "color": colour},
+                marker={
+                    "size": [14 if row == 0 and v == other else 7 for v, other in zip(losses, others, strict=False)]
+                },
                 connectgaps=False,
             )
         )
@@ -194,10 +200,10 @@ def training_figure(training: Training) -> go.Figure:
             )
             figure.add_annotation(
                 x=broken,
-                y=1,
+                y=1 if at_top else 0,
                 yref="paper",
-                yanchor="top",
-                yshift=-LABEL_ROW_PX * row,
+                yanchor="top" if at_top else "bottom",
+                yshift=-LABEL_ROW_PX * row if at_top else LABEL_ROW_PX * row,
                 text=f"{losses[broken]} at step {broken}<br>stopped",
                 showarrow=False,
                 xanchor="left" if broken < (training.steps - 1) / 2 else "right",
@@ -208,6 +214,26 @@ def training_figure(training: Training) -> go.Figure:
     figure.update_yaxes(type="log", title="loss", exponentformat="power")
     figure.update_xaxes(title="step", range=[-0.5, training.steps - 0.5])
     return _style(figure, "Loss with and without clipping")
+
+
+def _top_is_free(training: Training) -> bool:
+    """Whether the labels of a stopped run go at the top: no loss beside the first stop lies in the plot's upper
+    part (log scale), or the lower part is taken too. Beside: the third of the steps on the label's side."""
+    runs = (training.losses_plain, training.losses_clipped)
+    broken = min((i for losses in runs for i, v in enumerate(losses) if not math.isfinite(v)), default=None)
+    finite = [v for losses in runs for v in losses if math.isfinite(v) and v > 0]
+    if broken is None or len(finite) < 2 or max(finite) == min(finite):
+        return True
+    low, high = math.log10(min(finite)), math.log10(max(finite))
+    span = max(1, training.steps // 3)
+    steps = range(broken, broken + span + 1) if broken < (training.steps - 1) / 2 else range(broken - span, broken + 1)
+    beside = [
+        (math.log10(v) - low) / (high - low)
+        for losses in runs
+        for i, v in enumerate(losses)
+        if i in steps and math.isfinite(v) and v > 0
+    ]
+    return not beside or max(beside) <= 0.6 or min(beside) < 0.4
 
 
 def accumulation_figure(accumulation: Accumulation) -> go.Figure:

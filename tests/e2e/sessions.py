@@ -35,6 +35,7 @@ class Session:
     fingerprint: dict[str, list[str]] = field(default_factory=dict)
     url: str = ""  # where the session ended: page path and query string
     errors: list[str] = field(default_factory=list)
+    history: list[str] = field(default_factory=list)  # each link the page showed, "seconds: query", for a failure
 
 
 SCRIPT_STATE = "[data-testid='stApp']"
@@ -108,6 +109,16 @@ async def run_session(browser, base_url: str, session: Session) -> Session:
     context = await browser.new_context(viewport={"width": 1400, "height": 900})
     page = await context.new_page()
     page.set_default_timeout(SETTLE_TIMEOUT_MS)  # ten browsers on two cores: any read of the page can wait
+    opened = time.monotonic()
+
+    async def watch_link() -> None:
+        while True:
+            query = page.url.split("?", 1)[-1]
+            if not session.history or not session.history[-1].endswith(query):
+                session.history.append(f"{time.monotonic() - opened:.1f}: {query}")
+            await asyncio.sleep(0.1)
+
+    watcher = asyncio.create_task(watch_link())
     try:
         start = time.monotonic()
         await page.goto(f"{base_url}/{session.path}")
@@ -123,6 +134,7 @@ async def run_session(browser, base_url: str, session: Session) -> Session:
     except Exception as error:  # reported by the test with the session's name
         session.errors.append(f"{type(error).__name__}: {error}")
     finally:
+        watcher.cancel()
         await context.close()
     return session
 
@@ -148,9 +160,17 @@ def notches(slider_name: str, count: int, url_name: str) -> Action:
         target = min(value + count * step, high)
 
         async def drag_to(position: float) -> None:
-            track_box, thumb_box = await track.bounding_box(), await thumb.bounding_box()
-            y = thumb_box["y"] + thumb_box["height"] / 2
-            await page.mouse.move(thumb_box["x"] + thumb_box["width"] / 2, y)
+            # The page may still move under the pointer (a graph finishing its layout): press only once the thumb
+            # is what the pointer is over, or the press lands on a neighbouring slider (seen in CI: Depth moved).
+            for _ in range(100):
+                track_box, thumb_box = await track.bounding_box(), await thumb.bounding_box()
+                x, y = thumb_box["x"] + thumb_box["width"] / 2, thumb_box["y"] + thumb_box["height"] / 2
+                await page.mouse.move(x, y)
+                if await thumb.evaluate("(t, [x, y]) => t.contains(document.elementFromPoint(x, y))", [x, y]):
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError(f"the {slider_name!r} thumb never stood still under the pointer")
             await page.mouse.down()
             await page.wait_for_timeout(HAND_PAUSE_MS)
             x = track_box["x"] + (position - low) / (high - low) * track_box["width"]
@@ -176,7 +196,11 @@ def notches(slider_name: str, count: int, url_name: str) -> Action:
                     return
                 await asyncio.sleep(0.1)
             await drag_to(target)
-        raise AssertionError(f"the {slider_name!r} slider did not reach {target} on the server")
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)
+        raise AssertionError(
+            f"the {slider_name!r} slider did not reach {target} on the server: it shows "
+            f"{await value_input.get_attribute('aria-valuetext')}, the link has {url_name}={query.get(url_name)}"
+        )
 
     return act
 

@@ -60,10 +60,28 @@ def test_a_legend_in_rows_above_the_plot_gets_room_under_the_title():
     assert below.layout.margin.b > above.layout.margin.b
 
 
-@pytest.mark.parametrize(("top", "thinned"), [(9.0, True), (1e8, False)])
-def test_a_log_axis_of_few_decades_labels_one_two_and_five(top, thinned):
-    figure = go.Figure(go.Scatter(x=[0, 1], y=[1.0, top]), layout={"yaxis": {"type": "log"}})
-    assert (laid_out(figure).layout.yaxis.dtick == "D2") == thinned
+@pytest.mark.parametrize(
+    ("low", "high", "labels"),
+    [
+        (0.15, 3.0, ["0.2", "0.5", "1", "2"]),  # plotly's own 1-2-5 ticks read "2, 5, 1, 2"
+        (0.6, 1.8, ["0.5", "0.6", "0.7", "0.8", "0.9", "1", "2"]),  # 1, 2 and 5 would leave one tick, "1"
+        (
+            2e-5,
+            1e-3,
+            ["2×10<sup>\u22125</sup>", "5×10<sup>\u22125</sup>", "10<sup>\u22124</sup>", "2×10<sup>\u22124</sup>"],
+        ),
+    ],
+)
+def test_a_log_axis_of_few_decades_has_three_or_more_ticks_labelled_in_full(low, high, labels):
+    figure = laid_out(go.Figure(go.Scatter(x=[0, 1], y=[low, high]), layout={"yaxis": {"type": "log"}}))
+    ticks = [(v, text) for v, text in zip(figure.layout.yaxis.tickvals, figure.layout.yaxis.ticktext, strict=True)]
+    assert [text for _, text in ticks][: len(labels)] == labels
+    assert sum(low <= v <= high for v, _ in ticks) >= 3
+
+
+def test_a_log_axis_of_many_decades_keeps_plotly_ticks():
+    figure = laid_out(go.Figure(go.Scatter(x=[0, 1], y=[1.0, 1e8]), layout={"yaxis": {"type": "log"}}))
+    assert figure.layout.yaxis.tickvals is None
 
 
 def test_presenting_grows_text_a_builder_sized_for_a_trace_or_an_axis():

@@ -547,6 +547,18 @@ def test_figures_and_lesson_draw_for_every_scenario(runs, exploding_study):
     assert len(accumulation.data[0].y) == runs["no_zero_grad"].accumulation.k
 
 
+@pytest.mark.parametrize(
+    ("clipped", "at_top"), [([10.0 / 2**i for i in range(12)], False), ([0.01 * 2**i for i in range(12)], True)]
+)
+def test_the_stop_label_sits_where_the_curves_leave_room(exploding_study, clipped, at_top):
+    """Falling losses fill the top beside an early stop (the label crossed the curve there), rising ones the bottom."""
+    training = dataclasses.replace(
+        exploding_study.training, steps=12, losses_plain=(clipped[0], math.inf), losses_clipped=tuple(clipped)
+    )
+    (label,) = figures.training_figure(training).layout.annotations
+    assert label.text.startswith("inf at step 1") and (label.y == 1) == at_top
+
+
 def test_reads_through_views_and_data_count_and_shape_only_uses_do_not():
     class Views(nn.Module):
         def __init__(self):
