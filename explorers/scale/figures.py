@@ -56,6 +56,7 @@ def peak_figure(plan: Plan, budgets: tuple[int, ...], chosen: int, text_size: in
         mine = budget == chosen
         figure.add_vline(x=budget, line={"color": "#222" if mine else "#888", "dash": "solid" if mine else "dot"})
     figure.update_layout(
+        title={"text": "Memory per GPU at the peak"},
         barmode="stack",
         height=300 + 4 * text_size,
         margin=MARGIN,
@@ -88,9 +89,10 @@ def remedies_figure(remedies: Remedies, chosen: int, text_size: int = 14) -> go.
             hovertemplate="%{y}: %{x:,.2f} GiB<extra></extra>",
         )
     )
-    figure.add_vline(x=chosen, line={"color": "#222"})
+    figure.add_vline(x=chosen, line={"color": "#222"}, layer="below")  # under the bars' numbers, not through them
     top = max(max(peaks), chosen) * 1.15
     figure.update_layout(
+        title={"text": "Peak per GPU after each change"},
         height=140 + 2.6 * text_size * len(names),
         margin={"l": 10, "r": 40, "t": 20, "b": 60},
         font={"size": text_size},

@@ -57,9 +57,12 @@ async def settle(page) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the page kept running (script state {state})")
         await asyncio.sleep(0.05)
+    # An element whose code is still loading shows Streamlit's placeholder (stSkeleton): under load a chart's
+    # took seconds, and a page read then had no chart at all (seen: Autograd's saved-tensor chart missing).
     await page.wait_for_function(
-        """() => [...document.querySelectorAll("[data-testid='stPlotlyChart']")]
-                 .every(chart => chart.querySelector('.main-svg'))""",
+        """() => !document.querySelector("[data-testid='stSkeleton']")
+                 && [...document.querySelectorAll("[data-testid='stPlotlyChart']")]
+                    .every(chart => chart.querySelector('.main-svg'))""",
         timeout=SETTLE_TIMEOUT_MS,
     )
 
