@@ -46,7 +46,7 @@ def show_stages(c: experiment.Comparison) -> None:
     """The main figure and its verdict: drawn as soon as the replay is in, while the retraining runs."""
     with stage:
         figures.plotly(
-            charts.stage_figure(c, text_size=20 if page.presenting else 14),
+            charts.stage_figure(c),
             figures.caption("Golden set, stage by stage", settings, page.device),
             "serving-stages",
         )

@@ -21,10 +21,11 @@ from explorers.serving.pipeline import STAGES
 TITLE_SIZE = 19
 STATUS_FILL = {"matches": "#c7e9c0", "differs here": "#f4a3a3", "inherited": "#ffd8a8", "not reached": "#e0e0e0"}
 STATUS_LINE = {"matches": "#2ca02c", "differs here": "#d62728", "inherited": "#ff9f1c", "not reached": "#888888"}
-BOX_WIDTH = 0.78
+BOX_TEXT_SIZE = 14
+BOX_WIDTH = 0.88  # of a stage's width: on a phone (a stage about 115 px) a box holds a 14-character line
 
 
-def _layout(title: str, height: int, bottom: int, **parts) -> dict:
+def _layout(title: str, height: int, bottom: int, side: int = 20, **parts) -> dict:
     """The whole layout as one dict: plotly validates a figure once at construction, not per update call.
 
     `bottom` is the room under the plot for what the figure draws there (legend, ticks, axis
@@ -33,7 +34,7 @@ def _layout(title: str, height: int, bottom: int, **parts) -> dict:
     return {
         "title": {"text": title, "font": {"size": TITLE_SIZE}},
         "height": height,
-        "margin": {"t": 60, "l": 20, "r": 20, "b": bottom},
+        "margin": {"t": 60, "l": side, "r": side, "b": bottom},
         "legend": {"orientation": "h", "y": -0.05, "x": 0},
         **parts,
     }
@@ -53,17 +54,16 @@ def _stage_text(report: StageReport, input_differs: bool) -> str:
     if report.stage == "postprocess" and report.reached:
         lines.append(_flips(report.flipped))
     if input_differs and not report.matches:
-        alone = "raised" if report.isolated_error else number(report.isolated)
+        lines.append(f"alone: {'raised' if report.isolated_error else number(report.isolated)}")
         if report.stage == "postprocess":
-            alone += f", {_flips(report.isolated_flipped)}"
-        lines.append(f"alone: {alone}")
+            lines.append(_flips(report.isolated_flipped))  # a line of its own: a box is narrow on a phone
     return "<br>".join(lines)
 
 
-def stage_figure(c: Comparison, text_size: int = 14) -> go.Figure:
+def stage_figure(c: Comparison) -> go.Figure:
     """preprocess → model → postprocess for the golden requests, each stage box coloured by its status.
 
-    `text_size` is the boxes' text (a presenting page passes a larger one). Shapes and annotations
+    The boxes' text is BOX_TEXT_SIZE (ui.figures grows it with the page when presenting). Shapes and annotations
     go in as one layout dict, so plotly validates the figure once rather than once per add_* call.
     """
     boxes = []
@@ -85,7 +85,7 @@ def stage_figure(c: Comparison, text_size: int = 14) -> go.Figure:
                 "line": {"color": line, "width": width},
             }
         )
-        annotations.append({"x": x, "y": 0.5, "text": text, "showarrow": False, "font": {"size": text_size}})
+        annotations.append({"x": x, "y": 0.5, "text": text, "showarrow": False, "font": {"size": BOX_TEXT_SIZE}})
         if x:
             annotations.append(
                 {
@@ -128,6 +128,7 @@ def stage_figure(c: Comparison, text_size: int = 14) -> go.Figure:
             title,
             300,
             50,  # the legend
+            side=4,  # no axes beside the boxes: their room goes to the boxes
             shapes=shapes,
             annotations=annotations,
             xaxis={"visible": False, "range": [-0.5, len(boxes) - 0.5]},
