@@ -154,14 +154,16 @@ def sampler_figure(run: DDPRun) -> go.Figure:
             text=text,
             texttemplate="%{text}",
             colorscale=[[0.0, "#c6dbef"], [1.0, "#08306b"]],
-            colorbar={"title": "batch", "dtick": 1},
+            # each label under its tick: the top one ("1") would meet the bar's title
+            colorbar={"title": "batch", "dtick": 1, "ticklabelposition": "outside bottom"},
             hoverongaps=False,
             xgap=2,
             ygap=2,
         )
     )
     figure.update_xaxes(
-        title="dataset index (2×: trained twice · ·: listed, not reached)", dtick=1 if size <= 32 else 4
+        title="dataset index (2×: trained twice · ·: listed, not reached)",
+        dtick=1 if size <= 32 else 4,
     )
     figure.update_yaxes(autorange="reversed", tickmode="array", tickvals=rows, ticktext=rows)  # every row named
     _style(figure, "Which rank trained on which sample", height=max(300, 130 + 30 * len(rows)))
