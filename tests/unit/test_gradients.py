@@ -555,8 +555,11 @@ def test_the_stop_label_sits_where_the_curves_leave_room(exploding_study, clippe
     training = dataclasses.replace(
         exploding_study.training, steps=12, losses_plain=(clipped[0], math.inf), losses_clipped=tuple(clipped)
     )
-    (label,) = figures.training_figure(training).layout.annotations
+    figure = figures.training_figure(training)
+    (label,) = figure.layout.annotations
     assert label.text.startswith("inf at step 1") and (label.y == 1) == at_top
+    plain, clipped = figure.data  # the one step both runs lost the same: the plain run's marker rings the other
+    assert list(plain.marker.size) == [14, 7] and list(clipped.marker.size) == [7] * 12
 
 
 def test_reads_through_views_and_data_count_and_shape_only_uses_do_not():
