@@ -122,7 +122,6 @@ NARROW_FIGURE_PX = {False: 350, True: 480}
 MIN_PLOT_PX = 150  # the plot area's least height, before presenting scales it
 X_TICK_STANDOFF = 6  # px between the plot and the x tick labels: the y axis' lowest label reaches below the plot
 FEW_DECADES = 1_000  # a log axis spanning less than this labels 1, 2 and 5 of each decade
-LOG_PAD = 1.25  # a tick this far past the data may still be on a log axis: plotly pads the range
 Y_LABEL_SHARE = 0.45  # of the narrowest figure, the most that y category labels take before they wrap
 PLOTLY_HEIGHT = 450  # plotly's height for a figure that sets none
 DEFAULT_LEFT, DEFAULT_RIGHT = 70, 20
@@ -245,10 +244,10 @@ def _thin_log_ticks(figure: go.Figure) -> None:
 
 
 def _log_ticks(low: float, high: float, digits) -> list[float]:
-    """Each digit times each power of ten from low to high (a little past each: plotly pads a log axis)."""
+    """Each digit times each power of ten, from a decade under low to a decade over high: plotly pads a log axis
+    past the data (a bar's axis reaches far below its shortest bar) and draws only the ticks in its range."""
     decades = range(math.floor(math.log10(low)) - 1, math.floor(math.log10(high)) + 2)
-    ticks = (float(f"{d}e{e}") for e in decades for d in digits)  # 2e-1, not 2 * 10 ** -1 = 0.20000000000000004
-    return [t for t in ticks if low / LOG_PAD <= t <= high * LOG_PAD]
+    return [float(f"{d}e{e}") for e in decades for d in digits]  # 2e-1, not 2 * 10 ** -1 = 0.20000000000000004
 
 
 def _tick_label(value: float) -> str:

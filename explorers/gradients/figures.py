@@ -187,7 +187,7 @@ def training_figure(training: Training) -> go.Figure:
                 mode="lines+markers",
                 name=name,
                 line={"width": 3, "color": colour},
-                marker={"size": [14 if row == 0 and others[i : i + 1] == (v,) else 7 for i, v in enumerate(losses)]},
+                marker={"size": [18 if row == 0 and others[i : i + 1] == (v,) else 7 for i, v in enumerate(losses)]},
                 connectgaps=False,
             )
         )

@@ -54,7 +54,7 @@ def _stage_text(report: StageReport, input_differs: bool) -> str:
     if report.stage == "postprocess" and report.reached:
         lines.append(_flips(report.flipped))
     if input_differs and not report.matches:
-        lines.append(f"alone: {'raised' if report.isolated_error else number(report.isolated)}")
+        lines += ["alone:", "raised" if report.isolated_error else number(report.isolated)]  # a line each: narrow
         if report.stage == "postprocess":
             lines.append(_flips(report.isolated_flipped))  # a line of its own: a box is narrow on a phone
     return "<br>".join(lines)
@@ -226,7 +226,7 @@ def contract_table(c: Comparison) -> pd.DataFrame:
         return "none" if contract.means is None else "(x - mean) / std, training statistics"
 
     def load(contract) -> str:
-        return f"strict={contract.strict}, last layer `{contract.head}`"
+        return f"strict={contract.strict}, last layer {contract.head}"  # a plain table: backticks would show
 
     rows = [
         ("feature order", ", ".join(recorded.features), ", ".join(serving.features)),

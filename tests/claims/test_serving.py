@@ -457,7 +457,7 @@ def test_a_box_downstream_of_a_difference_shows_the_stages_own_difference(downlo
     c = serving.compare(("normalization", "dtype"))
     boxes = [a.text for a in figures.stage_figure(c).layout.annotations if a.text.startswith("<b>")]
     model = next(b for b in boxes if b.startswith("<b>model</b>"))
-    shown = re.search(r"alone: ([0-9][0-9.e+-]*)", model).group(1)
+    shown = re.search(r"alone:<br>([0-9][0-9.e+-]*)", model).group(1)
     assert number(shown) == pytest.approx(half, rel=5e-3)
     assert sentence(serving.explain(c), "^`model` also differs on its own").count(shown) == 1  # as the text says
 

@@ -559,7 +559,7 @@ def test_the_stop_label_sits_where_the_curves_leave_room(exploding_study, clippe
     (label,) = figure.layout.annotations
     assert label.text.startswith("inf at step 1") and (label.y == 1) == at_top
     plain, clipped = figure.data  # the one step both runs lost the same: the plain run's marker rings the other
-    assert list(plain.marker.size) == [14, 7] and list(clipped.marker.size) == [7] * 12
+    assert list(plain.marker.size) == [18, 7] and list(clipped.marker.size) == [7] * 12
 
 
 def test_reads_through_views_and_data_count_and_shape_only_uses_do_not():
