@@ -162,8 +162,7 @@ def sampler_figure(run: DDPRun) -> go.Figure:
         )
     )
     figure.update_xaxes(
-        title="dataset index (2×: trained twice · ·: listed, not reached)",
-        dtick=1 if size <= 32 else 4,
+        title="dataset index (2×: trained twice · ·: listed, not reached)", dtick=1 if size <= 32 else 4
     )
     figure.update_yaxes(autorange="reversed", tickmode="array", tickvals=rows, ticktext=rows)  # every row named
     _style(figure, "Which rank trained on which sample", height=max(300, 130 + 30 * len(rows)))

@@ -53,10 +53,10 @@ def _stage_text(report: StageReport, input_differs: bool) -> str:
         lines.append(f"max |Δ| {number(report.largest)}")
     if report.stage == "postprocess" and report.reached:
         lines.append(_flips(report.flipped))
-    if input_differs and not report.matches:
-        lines += ["alone:", "raised" if report.isolated_error else number(report.isolated)]  # a line each: narrow
+    if input_differs and not report.matches:  # a line each: on a phone a box holds about 14 characters
+        lines += ["alone:", "raised" if report.isolated_error else number(report.isolated)]
         if report.stage == "postprocess":
-            lines.append(_flips(report.isolated_flipped))  # a line of its own: a box is narrow on a phone
+            lines.append(_flips(report.isolated_flipped))
     return "<br>".join(lines)
 
 
