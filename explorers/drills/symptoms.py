@@ -1,0 +1,370 @@
+"""What a run shows, read from its measurements against the correct loop's on the same seed and data.
+
+Each `Finding` is one way a run differs from the correct run, with the numbers that witnessed it.
+Nothing here knows which drill ran: the same readings are taken for every loop, so a bug a seed
+leaves harmless yields no finding, and the lab says so. A finding is about the *outcome* (the loss,
+the validation metric) or about a *source* (what the gradients, the modes, the memory, the data
+order did). A wrong fix that brings the outcome back while a source finding stays has hidden the
+symptom, not removed the bug.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from explorers.drills.harness import Recording
+
+LOSS_GAP = 0.25  # the last epoch's mean logged loss, this much above or below the correct loop's (relative)
+METRIC_GAP = 0.05  # the final validation metric, this far from the correct loop's (absolute)
+REPORTED_GAP = 0.005  # the loop's own validation number, this far from the bench's eval() measurement
+CARRYOVER = 1.5  # ‖.grad at the step‖ this many times ‖what backward produced for the step‖
+UPDATE_GAP = 1.5  # the first step moved the weights this many times as far as the correct loop's (or 1/that)
+MEMORY_GAP_BYTES = 4096  # live bytes grew this much more within one phase of an epoch than in the correct loop
+ONE_CLASS_SHARE = 0.5  # at least this share of batches held a single class
+OUTCOMES = ("loss_gap", "metric_gap", "diverged")
+METRIC_NAMES = {"classification": "validation accuracy", "regression": "validation R²"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    measured: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_outcome(self) -> bool:
+        return self.kind in OUTCOMES
+
+
+@dataclass(frozen=True)
+class Comparison:
+    findings: tuple[Finding, ...]
+    identical: bool  # every logged loss, every metric and the error equal to the correct run's, bit for bit
+
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(f.kind for f in self.findings)
+
+    def finding(self, kind: str) -> Finding | None:
+        return next((f for f in self.findings if f.kind == kind), None)
+
+    @property
+    def verdict(self) -> str:
+        """For a fixed loop: "matches" | "equivalent" | "hides" | "fails"."""
+        if self.identical:
+            return "matches"
+        if not self.findings:
+            return "equivalent"
+        if not any(f.is_outcome for f in self.findings):
+            return "hides"
+        return "fails"
+
+
+def compare(run: Recording, correct: Recording) -> Comparison:
+    findings = [
+        finding
+        for read in (
+            _error,
+            _diverged,
+            _warnings,
+            _loss_gap,
+            _metric_gap,
+            _reported_gap,
+            _grad_carryover,
+            _grad_lost,
+            _zero_grad_at_step,
+            _no_gradient,
+            _never_changed,
+            _not_in_optimizer,
+            _gradient_gap,
+            _update_gap,
+            _eval_in_training,
+            _train_in_validation,
+            _memory_growth,
+            _same_order,
+            _one_class_batches,
+        )
+        if (finding := read(run, correct)) is not None
+    ]
+    return Comparison(tuple(findings), _identical(run, correct))
+
+
+def _bits(values) -> list[str]:
+    return [float(v).hex() if v is not None else "none" for v in values]
+
+
+def _identical(run: Recording, correct: Recording) -> bool:
+    def metrics(r: Recording) -> list[str]:
+        return _bits([m for e in r.epochs for m in (e.reported, e.train_metric, e.val_metric)])
+
+    return (
+        _bits(run.losses) == _bits(correct.losses)
+        and metrics(run) == metrics(correct)
+        and run.error == correct.error
+    )
+
+
+def _error(run: Recording, correct: Recording) -> Finding | None:
+    if run.error and run.error != correct.error:
+        return Finding("error", {"error": run.error, "after_batches": run.error_after_batches})
+    return None
+
+
+def _diverged(run: Recording, correct: Recording) -> Finding | None:
+    bad = next((i for i, v in enumerate(run.losses) if not math.isfinite(v)), None)
+    if bad is not None and all(math.isfinite(v) for v in correct.losses):
+        return Finding("diverged", {"batch": bad + 1, "value": run.losses[bad]})
+    return None
+
+
+def _warnings(run: Recording, correct: Recording) -> Finding | None:
+    new = [w for w in run.warnings if w not in correct.warnings]
+    return Finding("warning", {"warnings": tuple(new)}) if new else None
+
+
+def _last_epoch_loss(r: Recording) -> float | None:
+    if r.error or not r.epochs:
+        return None
+    batches = len(r.losses) // len(r.epochs)
+    last = r.losses[-batches:]
+    return statistics.fmean(last) if last and all(math.isfinite(v) for v in last) else None
+
+
+def _loss_gap(run: Recording, correct: Recording) -> Finding | None:
+    mine, theirs = _last_epoch_loss(run), _last_epoch_loss(correct)
+    if mine is None or theirs is None or theirs <= 0:
+        return None
+    ratio = mine / theirs
+    if ratio >= 1 + LOSS_GAP or ratio <= 1 / (1 + LOSS_GAP):
+        return Finding("loss_gap", {"loss": mine, "correct_loss": theirs, "ratio": ratio})
+    return None
+
+
+def _metric_gap(run: Recording, correct: Recording) -> Finding | None:
+    if not run.epochs or not correct.epochs or run.error:
+        return None
+    mine, theirs = run.epochs[-1].val_metric, correct.epochs[-1].val_metric
+    if abs(mine - theirs) >= METRIC_GAP:
+        return Finding(
+            "metric_gap", {"metric": METRIC_NAMES[run.task], "value": mine, "correct_value": theirs}
+        )
+    return None
+
+
+def _reported_gaps(r: Recording) -> list[tuple[int, float, float]]:
+    return [
+        (i + 1, e.reported, e.val_metric)
+        for i, e in enumerate(r.epochs)
+        if e.reported is not None and abs(e.reported - e.val_metric) > REPORTED_GAP
+    ]
+
+
+def _reported_gap(run: Recording, correct: Recording) -> Finding | None:
+    """Only where the correct loop's own number is the bench's metric: then both loops report that metric."""
+    if not correct.epochs or _reported_gaps(correct) or any(e.reported is None for e in correct.epochs):
+        return None
+    gaps = _reported_gaps(run)
+    if gaps:
+        epoch, reported, measured = max(gaps, key=lambda g: abs(g[1] - g[2]))
+        return Finding(
+            "reported_gap",
+            {"epochs": len(gaps), "of": len(run.epochs), "epoch": epoch, "reported": reported, "measured": measured},
+        )
+    return None
+
+
+def _carryover(r: Recording, larger: bool) -> tuple[float, int, str] | None:
+    """The step and layer whose .grad was farthest above (or, larger=False, below, yet not zero) what backward
+    produced for that step: (‖.grad‖ / ‖produced‖, step, layer)."""
+    worst = None
+    for number, step in enumerate(r.steps, 1):
+        for layer, fresh in step.fresh_norms.items():
+            grad = step.grad_norms.get(layer)
+            if not grad or fresh <= 0:
+                continue
+            ratio = grad / fresh
+            if worst is None or (ratio > worst[0] if larger else ratio < worst[0]):
+                worst = (ratio, number, layer)
+    return worst
+
+
+def _grad_carryover(run: Recording, correct: Recording) -> Finding | None:
+    mine, theirs = _carryover(run, True), _carryover(correct, True)
+    if mine and mine[0] >= CARRYOVER and (theirs is None or theirs[0] < CARRYOVER):
+        ratio, step, layer = mine
+        return Finding("grad_carryover", {"ratio": ratio, "step": step, "layer": layer, "steps": len(run.steps)})
+    return None
+
+
+def _grad_lost(run: Recording, correct: Recording) -> Finding | None:
+    mine, theirs = _carryover(run, False), _carryover(correct, False)
+    if mine and mine[0] <= 1 / CARRYOVER and (theirs is None or theirs[0] > 1 / CARRYOVER):
+        ratio, step, layer = mine
+        return Finding("grad_lost", {"ratio": ratio, "step": step, "layer": layer, "steps": len(run.steps)})
+    return None
+
+
+def _zeroed_steps(r: Recording) -> int:
+    return sum(
+        all(not g for g in s.grad_norms.values()) and any(f > 0 for f in s.fresh_norms.values()) for s in r.steps
+    )
+
+
+def _zero_grad_at_step(run: Recording, correct: Recording) -> Finding | None:
+    zeroed = _zeroed_steps(run)
+    if zeroed and not _zeroed_steps(correct):
+        return Finding("zero_grad_at_step", {"steps": zeroed, "of": len(run.steps)})
+    return None
+
+
+def _without_gradient(r: Recording) -> set[str]:
+    layers = {layer for s in r.steps for layer in s.grad_norms}
+    return {layer for layer in layers if all(s.grad_norms.get(layer) is None for s in r.steps)}
+
+
+def _no_gradient(run: Recording, correct: Recording) -> Finding | None:
+    if not run.steps:
+        return None
+    missing = sorted(_without_gradient(run) - _without_gradient(correct))
+    if missing:
+        return Finding("no_gradient", {"layers": tuple(missing), "steps": len(run.steps)})
+    return None
+
+
+def _never_changed(run: Recording, correct: Recording) -> Finding | None:
+    if not run.steps:
+        return None
+    frozen = sorted(
+        layer for layer, moved in run.changed.items() if not moved and correct.changed.get(layer, False)
+    )
+    if frozen:
+        return Finding("never_changed", {"layers": tuple(frozen), "steps": len(run.steps)})
+    return None
+
+
+def _outside_optimizer(r: Recording) -> set[str]:
+    return {name for s in r.steps for name in s.not_in_optimizer}
+
+
+def _not_in_optimizer(run: Recording, correct: Recording) -> Finding | None:
+    missing = sorted(_outside_optimizer(run) - _outside_optimizer(correct))
+    return Finding("not_in_optimizer", {"parameters": tuple(missing)}) if missing else None
+
+
+def _first_step_ratio(run: Recording, correct: Recording, measure: str) -> tuple[float, int] | None:
+    """At the first step, from the same weights on the same batches: run / correct, geometric mean over layers."""
+    if not run.steps or not correct.steps or run.steps[0].batch != correct.steps[0].batch:
+        return None
+    mine, theirs = getattr(run.steps[0], measure), getattr(correct.steps[0], measure)
+    ratios = [mine[layer] / theirs[layer] for layer in mine if theirs.get(layer) and mine[layer]]
+    if not ratios:
+        return None
+    return math.exp(statistics.fmean(math.log(r) for r in ratios)), len(ratios)
+
+
+def _gradient_gap(run: Recording, correct: Recording) -> Finding | None:
+    """What backward produced for the first step (before any clipping or step), against the correct loop's."""
+    found = _first_step_ratio(run, correct, "fresh_norms")
+    if found and (found[0] >= UPDATE_GAP or found[0] <= 1 / UPDATE_GAP):
+        return Finding("gradient_gap", {"ratio": found[0], "layers": found[1]})
+    return None
+
+
+def _update_gap(run: Recording, correct: Recording) -> Finding | None:
+    """How much farther (or less far) the first step moved the weights than the correct loop's first step."""
+    found = _first_step_ratio(run, correct, "update_ratios")
+    if found and (found[0] >= UPDATE_GAP or found[0] <= 1 / UPDATE_GAP):
+        return Finding("update_gap", {"ratio": found[0], "layers": found[1]})
+    return None
+
+
+def _eval_epochs(r: Recording) -> list[int]:
+    return [
+        i + 1
+        for i, e in enumerate(r.epochs)
+        if e.training.dropout_training < e.training.dropout_calls
+        or e.training.batchnorm_training < e.training.batchnorm_calls
+    ]
+
+
+def _eval_in_training(run: Recording, correct: Recording) -> Finding | None:
+    epochs = _eval_epochs(run)
+    if epochs and not _eval_epochs(correct):
+        frozen = [i + 1 for i, e in enumerate(run.epochs) if not e.training.running_stats_moved]
+        return Finding("eval_in_training", {"epochs": tuple(epochs), "of": len(run.epochs), "stats_frozen": tuple(frozen)})
+    return None
+
+
+def _train_mode_validations(r: Recording) -> list[int]:
+    return [
+        i + 1
+        for i, e in enumerate(r.epochs)
+        if e.validation.dropout_training or e.validation.batchnorm_training or e.validation.running_stats_moved
+    ]
+
+
+def _train_in_validation(run: Recording, correct: Recording) -> Finding | None:
+    epochs = _train_mode_validations(run)
+    if epochs and not _train_mode_validations(correct):
+        moved = [i + 1 for i, e in enumerate(run.epochs) if e.validation.running_stats_moved]
+        dropped = sum(e.validation.dropout_training for e in run.epochs)
+        return Finding(
+            "train_in_validation",
+            {"epochs": tuple(epochs), "of": len(run.epochs), "stats_moved": tuple(moved), "dropout_calls": dropped},
+        )
+    return None
+
+
+def _growth(r: Recording) -> tuple[int, str, int, int]:
+    """The most live bytes grew within one phase of one epoch: (bytes, phase, epoch, forwards)."""
+    spans: dict[tuple[int, str], list[int]] = {}
+    for value, phase, epoch in zip(r.live_bytes, r.forward_phases, r.forward_epochs, strict=True):
+        spans.setdefault((epoch, phase), []).append(value)
+    best = (0, "training", 1, 0)
+    for (epoch, phase), values in spans.items():
+        grown = max(values) - values[0]
+        if grown > best[0]:
+            best = (grown, phase, epoch + 1, len(values))
+    return best
+
+
+def _memory_growth(run: Recording, correct: Recording) -> Finding | None:
+    grown, phase, epoch, forwards = _growth(run)
+    if grown - _growth(correct)[0] >= MEMORY_GAP_BYTES:
+        return Finding(
+            "memory_growth",
+            {"bytes": grown, "phase": phase, "epoch": epoch, "forwards": forwards, "correct_bytes": _growth(correct)[0]},
+        )
+    return None
+
+
+def _repeated_epochs(r: Recording) -> list[int]:
+    if len(r.epochs) < 2:
+        return []
+    first = r.epochs[0].order
+    return [i + 1 for i, e in enumerate(r.epochs[1:], 1) if e.order == first and first]
+
+
+def _same_order(run: Recording, correct: Recording) -> Finding | None:
+    repeated = _repeated_epochs(run)
+    if repeated and not _repeated_epochs(correct):
+        return Finding(
+            "same_order", {"epochs": tuple(repeated), "samples": len(run.epochs[0].order), "of": len(run.epochs)}
+        )
+    return None
+
+
+def _one_class_share(r: Recording) -> float:
+    batches = [labels for labels in r.batch_labels if labels]
+    return sum(len(set(labels)) == 1 for labels in batches) / len(batches) if batches else 0.0
+
+
+def _one_class_batches(run: Recording, correct: Recording) -> Finding | None:
+    mine = _one_class_share(run)
+    if mine >= ONE_CLASS_SHARE and _one_class_share(correct) < ONE_CLASS_SHARE:
+        return Finding(
+            "one_class_batches",
+            {"share": mine, "batches": len(run.batch_labels), "correct_share": _one_class_share(correct)},
+        )
+    return None
