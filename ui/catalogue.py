@@ -86,6 +86,13 @@ LABS = (
         ":material/dns:",
         "pages/10_Real_scale.py",
     ),
+    Lab(
+        "drills",
+        "Fix the loop",
+        "This loop trains badly: can you find the bug from its symptoms, and prove the fix?",
+        ":material/build:",
+        "pages/12_Fix_the_loop.py",
+    ),
 )
 
 

@@ -1,0 +1,52 @@
+"""Fix the loop: training loops with one bug each, run for real; find the lines and the fix from the symptoms.
+
+- `catalogue()`: the drills, each a complete loop (explorers/drills/loops.py) with the lines that
+  hold its bug, the fix that removes it and the wrong fixes offered beside it;
+- `run(name, seed)`: the buggy and the correct loop on one seed, measured by the bench
+  (explorers/drills/harness.py): the loss per batch, ‖.grad‖ per layer at each step, memory after
+  each forward, accuracy per epoch, modes, data order, PyTorch's warnings and errors; its
+  `.comparison.findings` are how the buggy run differs, each with its numbers;
+- `check(name, lines, fix)`: the answer scored (lines found, fix right);
+- `run_loop(DrillOptions(name, seed, fix))`: one loop with any offered fix applied, as the lab runs it.
+
+What to expect: a right fix trains bit for bit as the correct loop; a wrong one fails, or hides
+the symptom while a reading (a gradient at a step, a mode, memory, the data order) shows the bug
+is still there.
+
+    from explorers import drills
+    pair = drills.run("forgot_zero_grad", seed=0)
+    [drills.lesson.symptom(f) for f in pair.comparison.findings]
+    drills.check("forgot_zero_grad", lines=[9], fix="insert_zero_grad").right
+"""
+
+from explorers.drills import lesson
+from explorers.drills.answers import Check, check
+from explorers.drills.catalogue import DEFAULT_DRILL, DRILLS, Drill
+from explorers.drills.experiment import DrillOptions, DrillRun, LoopRun, run, run_loop
+from explorers.drills.fixes import FIXES, Fix
+from explorers.drills.symptoms import Comparison, Finding, compare
+
+
+def catalogue() -> dict[str, Drill]:
+    return dict(DRILLS)
+
+
+__all__ = [
+    "DEFAULT_DRILL",
+    "DRILLS",
+    "FIXES",
+    "Check",
+    "Comparison",
+    "Drill",
+    "DrillOptions",
+    "DrillRun",
+    "Finding",
+    "Fix",
+    "LoopRun",
+    "catalogue",
+    "check",
+    "compare",
+    "lesson",
+    "run",
+    "run_loop",
+]

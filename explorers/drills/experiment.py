@@ -40,7 +40,9 @@ class DrillOptions:
         bounds.check_choices(self, {"drill": DRILLS})
         bounds.check_ints(self, {"seed": SEED_RANGE})
         if self.fix is not None and self.fix not in DRILLS[self.drill].options:
-            raise ValueError(f"fix must be one of {list(DRILLS[self.drill].options)} for {self.drill}, not {self.fix!r}")
+            raise ValueError(
+                f"fix must be one of {list(DRILLS[self.drill].options)} for {self.drill}, not {self.fix!r}"
+            )
 
     @property
     def correct(self) -> DrillOptions:
@@ -89,3 +91,23 @@ def run_loop(options: DrillOptions, report=None) -> LoopRun:
     if report:
         report(1, 1)
     return LoopRun(options, fixed_source(drill, options.fix), recording, seconds, torch.__version__)
+
+
+@dataclass(frozen=True)
+class DrillRun:
+    """The buggy loop and the correct loop on one seed, and how the buggy one differs."""
+
+    buggy: LoopRun
+    correct: LoopRun
+
+    @property
+    def comparison(self):
+        from explorers.drills.symptoms import compare
+
+        return compare(self.buggy.recording, self.correct.recording)
+
+
+def run(name: str, seed: int = 0) -> DrillRun:
+    """For a notebook: the drill's buggy and correct loop, run here (the lab runs them on the engine)."""
+    options = DrillOptions(name, seed)
+    return DrillRun(run_loop(options), run_loop(options.correct))

@@ -116,7 +116,11 @@ FIXES: dict[str, Fix] = {
     ),
     "item_for_logging": Fix(
         "Sum each loss's `.item()`, a float, not the loss tensor",
-        (Edit("val_loss += F.cross_entropy(model(x), y)", "replace", "val_loss += F.cross_entropy(model(x), y).item()"),),
+        (
+            Edit(
+                "val_loss += F.cross_entropy(model(x), y)", "replace", "val_loss += F.cross_entropy(model(x), y).item()"
+            ),
+        ),
     ),
     "gc_collect": Fix(
         "Collect garbage after validating: `gc.collect()`", (Edit("bench.epoch(", "insert_before", "gc.collect()"),)
@@ -164,7 +168,9 @@ FIXES: dict[str, Fix] = {
         "Clamp under `no_grad`, where autograd does not record it",
         (Edit("probs.clamp_(min=1e-6)", "replace", "with torch.no_grad(): probs.clamp_(min=1e-6)"),),
     ),
-    "retain_graph": Fix("`loss.backward(retain_graph=True)`", (Edit(BACKWARD, "replace", "loss.backward(retain_graph=True)"),)),
+    "retain_graph": Fix(
+        "`loss.backward(retain_graph=True)`", (Edit(BACKWARD, "replace", "loss.backward(retain_graph=True)"),)
+    ),
     "set_epoch": Fix(
         "Call `sampler.set_epoch(epoch)` at the start of every epoch",
         (Edit(BATCHES, "insert_before", "sampler.set_epoch(epoch)"),),

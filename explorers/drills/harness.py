@@ -185,9 +185,7 @@ class Bench:
         return self._track(Classifier(), "classification")
 
     def regressor(self) -> nn.Sequential:
-        model = nn.Sequential(
-            OrderedDict(fc=nn.Linear(FEATURES, HIDDEN), relu=nn.ReLU(), out=nn.Linear(HIDDEN, 1))
-        )
+        model = nn.Sequential(OrderedDict(fc=nn.Linear(FEATURES, HIDDEN), relu=nn.ReLU(), out=nn.Linear(HIDDEN, 1)))
         return self._track(model, "regression")
 
     def log(self, loss: float | torch.Tensor) -> None:
@@ -315,9 +313,7 @@ class Bench:
     def _running_stats(self) -> list[torch.Tensor]:
         if self._model is None:
             return []
-        return [
-            b.detach().clone() for m in self._model.modules() if isinstance(m, nn.BatchNorm1d) for b in m.buffers()
-        ]
+        return [b.detach().clone() for m in self._model.modules() if isinstance(m, nn.BatchNorm1d) for b in m.buffers()]
 
     def _stats_moved(self) -> bool:
         now = self._running_stats()
@@ -383,7 +379,8 @@ def _r2(prediction: torch.Tensor, target: torch.Tensor) -> float:
 
 
 def record(loop, seed: int) -> Recording:
-    """Run `loop(bench)` once, measured; the caller seeds torch's global RNG (the loop's DataLoader and dropout use it)."""
+    """Run `loop(bench)` once, measured. The caller seeds torch's global RNG: the loop's DataLoader and dropout
+    draw from it."""
     bench = Bench(seed)
     pre = register_optimizer_step_pre_hook(lambda opt, args, kwargs: bench.before_step(opt))
     post = register_optimizer_step_post_hook(lambda opt, args, kwargs: bench.after_step(opt))

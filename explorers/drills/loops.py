@@ -22,7 +22,8 @@ from explorers.drills.harness import CLASSES, HIDDEN
 
 ACCUMULATION = 4  # micro-batches per optimizer step in the accumulation drill
 # What a fixed loop may name besides these loops: compiled in this module's namespace.
-__all__ = ["ACCUMULATION", "CLASSES", "HIDDEN", "DataLoader", "DistributedSampler", "F", "TensorDataset", "gc", "nn", "torch"]
+__all__ = ["ACCUMULATION", "CLASSES", "HIDDEN", "DataLoader", "DistributedSampler", "F", "TensorDataset", "gc"]
+__all__ += ["nn", "torch"]
 
 
 def forgot_zero_grad(bench):

@@ -99,9 +99,7 @@ def _identical(run: Recording, correct: Recording) -> bool:
         return _bits([m for e in r.epochs for m in (e.reported, e.train_metric, e.val_metric)])
 
     return (
-        _bits(run.losses) == _bits(correct.losses)
-        and metrics(run) == metrics(correct)
-        and run.error == correct.error
+        _bits(run.losses) == _bits(correct.losses) and metrics(run) == metrics(correct) and run.error == correct.error
     )
 
 
@@ -146,9 +144,7 @@ def _metric_gap(run: Recording, correct: Recording) -> Finding | None:
         return None
     mine, theirs = run.epochs[-1].val_metric, correct.epochs[-1].val_metric
     if abs(mine - theirs) >= METRIC_GAP:
-        return Finding(
-            "metric_gap", {"metric": METRIC_NAMES[run.task], "value": mine, "correct_value": theirs}
-        )
+        return Finding("metric_gap", {"metric": METRIC_NAMES[run.task], "value": mine, "correct_value": theirs})
     return None
 
 
@@ -235,9 +231,7 @@ def _no_gradient(run: Recording, correct: Recording) -> Finding | None:
 def _never_changed(run: Recording, correct: Recording) -> Finding | None:
     if not run.steps:
         return None
-    frozen = sorted(
-        layer for layer, moved in run.changed.items() if not moved and correct.changed.get(layer, False)
-    )
+    frozen = sorted(layer for layer, moved in run.changed.items() if not moved and correct.changed.get(layer, False))
     if frozen:
         return Finding("never_changed", {"layers": tuple(frozen), "steps": len(run.steps)})
     return None
@@ -292,7 +286,9 @@ def _eval_in_training(run: Recording, correct: Recording) -> Finding | None:
     epochs = _eval_epochs(run)
     if epochs and not _eval_epochs(correct):
         frozen = [i + 1 for i, e in enumerate(run.epochs) if not e.training.running_stats_moved]
-        return Finding("eval_in_training", {"epochs": tuple(epochs), "of": len(run.epochs), "stats_frozen": tuple(frozen)})
+        return Finding(
+            "eval_in_training", {"epochs": tuple(epochs), "of": len(run.epochs), "stats_frozen": tuple(frozen)}
+        )
     return None
 
 
@@ -334,7 +330,13 @@ def _memory_growth(run: Recording, correct: Recording) -> Finding | None:
     if grown - _growth(correct)[0] >= MEMORY_GAP_BYTES:
         return Finding(
             "memory_growth",
-            {"bytes": grown, "phase": phase, "epoch": epoch, "forwards": forwards, "correct_bytes": _growth(correct)[0]},
+            {
+                "bytes": grown,
+                "phase": phase,
+                "epoch": epoch,
+                "forwards": forwards,
+                "correct_bytes": _growth(correct)[0],
+            },
         )
     return None
 

@@ -1,0 +1,359 @@
+"""The Fix-the-loop lab's sentences: each symptom from a finding's measured numbers, each mechanism a Statement.
+
+A symptom sentence is built from a `Finding` (explorers/drills/symptoms.py), which holds the
+numbers that witnessed it; with no finding there is no symptom sentence, and the lab says the run
+did not show the bug. What each bug *is* is said after the answer, by the Statements below, each
+with its scope and source and a claims test that tries to falsify it (tests/claims/test_drills.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from explorers.drills.fixes import FIXES
+from explorers.drills.symptoms import Comparison, Finding
+from explorers.statements import Statement
+from explorers.units import format_bytes
+
+AUTOGRAD = "https://pytorch.org/docs/stable/notes/autograd.html"
+STATEMENTS: dict[str, Statement] = {
+    "grad_accumulates": Statement(
+        text=(
+            "`backward()` adds each parameter's gradient into its `.grad`; it does not clear what is there. "
+            "Without `zero_grad()` between two steps, the second step uses the sum of both batches' gradients."
+        ),
+        scope="leaf tensors that require grad (parameters); a non-leaf tensor keeps no .grad unless retain_grad()",
+        source=f"{AUTOGRAD} and torch/optim/optimizer.py: Optimizer.zero_grad",
+    ),
+    "zero_grad_clears": Statement(
+        text=(
+            "`optimizer.zero_grad()` sets the `.grad` of every parameter the optimizer holds to None "
+            "(`set_to_none=True`, the default since PyTorch 2.0); a `step()` after it finds no gradient and "
+            "leaves those parameters as they are."
+        ),
+        scope="the optimizer's own parameters, for SGD and Adam (which skip a parameter whose .grad is None)",
+        source="torch/optim/optimizer.py: Optimizer.zero_grad; torch/optim/sgd.py",
+    ),
+    "optimizer_holds_tensors": Statement(
+        text=(
+            "An optimizer keeps the parameter tensors it was given when it was built. A layer assigned to the "
+            "model afterwards brings new tensors: the optimizer's `step()` and `zero_grad()` never touch them."
+        ),
+        scope="until the new parameters are added with optimizer.add_param_group or a new optimizer is built",
+        source="torch/optim/optimizer.py: Optimizer.__init__ and add_param_group",
+    ),
+    "train_eval": Statement(
+        text=(
+            "`model.eval()` turns Dropout off and makes BatchNorm normalise with, and leave alone, its running "
+            "statistics, until `model.train()` turns them back; `torch.no_grad()` changes neither."
+        ),
+        scope="nn.Dropout and nn.BatchNorm modules as PyTorch defines them; other modules read self.training "
+        "as their own forward decides",
+        source="torch/nn/modules/module.py: Module.train; torch/nn/modules/batchnorm.py",
+    ),
+    "softmax_in_cross_entropy": Statement(
+        text=(
+            "`F.cross_entropy` applies `log_softmax` to its input itself. Given probabilities, which lie in "
+            "[0, 1], it takes a softmax of a softmax: with C classes its loss cannot fall below "
+            "log(1 + (C − 1)/e) (0.742 for 4 classes), and its gradients shrink."
+        ),
+        scope="class-index targets without label smoothing or weights; inputs in [0, 1]",
+        source="https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html",
+    ),
+    "mse_broadcast": Statement(
+        text=(
+            "`F.mse_loss` of an (N, 1) input against an (N,) target broadcasts both to (N, N) and averages all "
+            "N² differences, with a UserWarning about the sizes: every prediction is pulled towards every "
+            "target, and the best it can do is predict their mean."
+        ),
+        scope="reduction='mean' or 'sum', N > 1; with N = 1 the shapes broadcast to (1, 1) and the loss is right",
+        source="torch/nn/functional.py: mse_loss",
+    ),
+    "detach_stops": Statement(
+        text=(
+            "`.detach()` returns a tensor with no `grad_fn`: backward stops there, and parameters reached only "
+            "through it get no gradient: their `.grad` stays None."
+        ),
+        scope="for paths through the detached tensor; a parameter also reached another way still gets that "
+        "path's gradient",
+        source=f"{AUTOGRAD} and torch.Tensor.detach",
+    ),
+    "accumulation_sum": Statement(
+        text=(
+            "Over k equal micro-batches, backward on each undivided mean loss leaves k times the gradient of "
+            "the mean over all of them; dividing each loss by k leaves that gradient, up to float rounding. "
+            "Plain SGD's step is lr times the gradient, so an undivided loss is k times the learning rate."
+        ),
+        scope="micro-batches of equal size with reduction='mean'; SGD without momentum or weight decay for "
+        "the step (momentum and Adam respond otherwise)",
+        source="torch/optim/sgd.py; https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation",
+    ),
+    "sgd_step_scales": Statement(
+        text="Plain SGD moves each parameter by lr × its gradient: the step grows in proportion to the learning rate.",
+        scope="torch.optim.SGD without momentum, weight decay or nesterov, on the same gradient",
+        source="torch/optim/sgd.py",
+    ),
+    "clipping_scales": Statement(
+        text=(
+            "`clip_grad_norm_` multiplies every gradient by one factor, max_norm / total norm, when the total "
+            "norm is above max_norm, and leaves them as they are otherwise: it bounds a step, and changes "
+            "nothing that produced the gradient."
+        ),
+        scope="the 2-norm over all the parameters passed, error_if_nonfinite=False",
+        source="torch/nn/utils/clip_grad.py: clip_grad_norm_",
+    ),
+    "in_place_saved": Statement(
+        text=(
+            "An in-place op on a tensor autograd saved for backward bumps its version counter, and backward "
+            "raises *one of the variables needed for gradient computation has been modified by an inplace "
+            "operation*. Doing it under `torch.no_grad()` still bumps the counter; `retain_graph` does not help."
+        ),
+        scope="tensors saved by PyTorch's own backward formulas (sigmoid and softmax save their output); ops "
+        "that save nothing (add) do not check",
+        source=f"{AUTOGRAD}#in-place-operations-with-autograd",
+    ),
+    "set_epoch": Statement(
+        text=(
+            "`DistributedSampler` shuffles with a generator seeded by `seed + epoch`. Without `set_epoch`, "
+            "epoch stays 0 and every epoch reads the same order; reseeding torch's global RNG does not change it."
+        ),
+        scope="shuffle=True; the order is the same on every rank for the same seed and epoch",
+        source="torch/utils/data/distributed.py: DistributedSampler.__iter__ and set_epoch",
+    ),
+    "batchnorm_needs_two": Statement(
+        text=(
+            "BatchNorm in training mode normalises with the batch's own statistics, so it needs more than one "
+            "value per channel: a batch of one sample raises *Expected more than 1 value per channel when "
+            "training*. `drop_last=True` drops the short last batch."
+        ),
+        scope="nn.BatchNorm1d on (N, C) input in train(); in eval() it uses the running statistics and a batch "
+        "of one works",
+        source="torch/nn/functional.py: _verify_batch_size",
+    ),
+    "graph_keeps_saved": Statement(
+        text=(
+            "A loss computed outside `no_grad` keeps its graph, and every tensor the graph saved for backward, "
+            "alive as long as the loss tensor is: summing such losses keeps all their graphs. "
+            "`loss.item()` is a Python float and keeps nothing."
+        ),
+        scope="graphs not yet run backward on (backward frees the saved tensors unless retain_graph=True)",
+        source=f"https://pytorch.org/docs/stable/notes/faq.html and {AUTOGRAD}",
+    ),
+    "unshuffled_order": Statement(
+        text=(
+            "With `shuffle=False` a DataLoader reads the samples in index order, the same order every epoch: "
+            "data stored class by class arrives as batches of one class."
+        ),
+        scope="the default sequential sampler; a sampler passed explicitly decides the order itself",
+        source="torch/utils/data/dataloader.py and sampler.py: SequentialSampler",
+    ),
+}
+EXPLAINS = {  # drill -> the statements that say what its bug is, shown once the answer is given
+    "forgot_zero_grad": ("grad_accumulates",),
+    "zero_grad_after_backward": ("zero_grad_clears",),
+    "train_mode_never_restored": ("train_eval",),
+    "validation_in_train_mode": ("train_eval",),
+    "loss_tensor_summed": ("graph_keeps_saved",),
+    "softmax_before_loss": ("softmax_in_cross_entropy",),
+    "target_shape_broadcast": ("mse_broadcast",),
+    "detached_body": ("detach_stops",),
+    "learning_rate_too_high": ("sgd_step_scales", "clipping_scales"),
+    "unshuffled_sorted_data": ("unshuffled_order",),
+    "accumulation_undivided": ("accumulation_sum",),
+    "optimizer_before_new_head": ("optimizer_holds_tensors", "zero_grad_clears"),
+    "in_place_on_saved": ("in_place_saved",),
+    "sampler_without_set_epoch": ("set_epoch",),
+    "batchnorm_batch_of_one": ("batchnorm_needs_two",),
+}
+QUESTION_LINES = "Which lines hold the bug?"
+QUESTION_FIX = "Which fix removes it?"
+NOT_SHOWN = (
+    "On this seed the run did not show a difference from the correct loop that the bench measures: "
+    "every reading is within its threshold. Try another seed."
+)
+
+
+def first_sentence(message: str, limit: int = 300) -> str:
+    """PyTorch's message up to its first full stop, short enough to read."""
+    head = re.split(r"(?<=[a-z\]\)])\.\s", message, maxsplit=1)[0]
+    return head if len(head) <= limit else head[: limit - 1] + "…"
+
+
+def _percent(value: float, task_metric: str) -> str:
+    return f"{value:.3f}" if "R²" in task_metric else f"{value:.1%}"
+
+
+def _epochs(numbers: tuple[int, ...]) -> str:
+    """(2,) -> "epoch 2"; (2, 3, 4) -> "epochs 2, 3 and 4"."""
+    if len(numbers) == 1:
+        return f"epoch {numbers[0]}"
+    return f"epochs {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
+
+
+def symptom(finding: Finding) -> str:
+    """One sentence per finding, every number from the finding."""
+    m = finding.measured
+    kind = finding.kind
+    if kind == "error":
+        done = m["after_batches"]
+        when = f"After {done} logged batch{'es' * (done != 1)}" if done else "Before it logged a batch"
+        return f"{when}, the loop raised PyTorch's error *{first_sentence(m['error'])}*."
+    if kind == "diverged":
+        return f"The logged loss became {m['value']} at batch {m['batch']}."
+    if kind == "warning":
+        return "PyTorch warned: " + "; ".join(f"*{first_sentence(w)}*" for w in m["warnings"]) + "."
+    if kind == "loss_gap":
+        return (
+            f"The last epoch's mean logged loss was {m['loss']:.3g}, ×{m['ratio']:.2f} the correct loop's "
+            f"{m['correct_loss']:.3g}."
+        )
+    if kind == "metric_gap":
+        metric = m["metric"]
+        return (
+            f"The final {metric} (eval(), no_grad) was {_percent(m['value'], metric)}, against "
+            f"{_percent(m['correct_value'], metric)} for the correct loop."
+        )
+    if kind == "reported_gap":
+        return (
+            f"In {m['epochs']} of {m['of']} epochs the loop's own validation accuracy differed from the same "
+            f"model's in eval() under no_grad: epoch {m['epoch']} reported {m['reported']:.1%}, eval() gave "
+            f"{m['measured']:.1%}."
+        )
+    if kind == "grad_carryover":
+        return (
+            f"At step {m['step']}, `{m['layer']}`'s `.grad` was ×{m['ratio']:.3g} the gradient backward produced "
+            "for that step: it held more than this step's gradient."
+        )
+    if kind == "grad_lost":
+        return (
+            f"At step {m['step']}, `{m['layer']}`'s `.grad` was ×{m['ratio']:.2f} the gradient backward produced "
+            "since the step before: the step used less than backward produced."
+        )
+    if kind == "zero_grad_at_step":
+        return (
+            f"At {m['steps']} of {m['of']} steps, every parameter's `.grad` was None or zero when "
+            "`optimizer.step()` ran, though backward had produced a gradient for the step."
+        )
+    if kind == "no_gradient":
+        return f"{_names(m['layers'])}: `.grad` was None at all {m['steps']} steps."
+    if kind == "never_changed":
+        return f"{_names(m['layers'])}: the weights did not change in {m['steps']} steps."
+    if kind == "not_in_optimizer":
+        return f"The optimizer did not hold {_names(m['parameters'])}, which the model used."
+    if kind == "gradient_gap":
+        return (
+            f"At the first step, from the same weights on the same batches, backward produced ×{m['ratio']:.2f} "
+            "the correct loop's gradient (geometric mean over layers)."
+        )
+    if kind == "update_gap":
+        return (
+            f"The first step moved the weights ×{m['ratio']:.2f} as far as the correct loop's first step, from the "
+            "same weights on the same batches (geometric mean over layers)."
+        )
+    if kind == "eval_in_training":
+        frozen = m["stats_frozen"]
+        stats = f"; BatchNorm's running statistics did not move in {_epochs(frozen)}" if frozen else ""
+        return (
+            f"In {_epochs(m['epochs'])} of {m['of']}, training forwards ran with Dropout or BatchNorm in "
+            f"eval mode{stats}."
+        )
+    if kind == "train_in_validation":
+        moved = m["stats_moved"]
+        stats = f"; BatchNorm's running statistics moved during validation in {_epochs(moved)}" if moved else ""
+        return f"Validation ran with Dropout or BatchNorm in training mode in {_epochs(m['epochs'])}{stats}."
+    if kind == "memory_growth":
+        return (
+            f"Live tensor bytes grew by {format_bytes(m['bytes'])} over the {m['forwards']} forwards of epoch "
+            f"{m['epoch']}'s {m['phase']}, against {format_bytes(m['correct_bytes'])} in the correct loop."
+        )
+    if kind == "same_order":
+        return f"The {_epochs(m['epochs'])} read the same {m['samples']} samples in the same order as epoch 1."
+    if kind == "one_class_batches":
+        return (
+            f"{m['share']:.0%} of the {m['batches']} batches held a single class "
+            f"(the correct loop's: {m['correct_share']:.0%})."
+        )
+    raise ValueError(f"no sentence for the finding {kind!r}")
+
+
+def _names(names: tuple[str, ...]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
+
+
+def symptoms(comparison: Comparison) -> list[str]:
+    return [symptom(f) for f in comparison.findings] or [NOT_SHOWN]
+
+
+def fix_verdict(fix: str, comparison: Comparison) -> str:
+    """What the chosen fix did, from the fixed run against the correct one."""
+    label = FIXES[fix].label
+    verdict = comparison.verdict
+    if verdict == "matches":
+        return f"**{label}**: the fixed loop trains exactly as the correct one: every logged loss is bit for bit equal."
+    if verdict == "equivalent":
+        return f"**{label}**: the fixed loop is within every threshold of the correct one, though not bit for bit."
+    sources = [symptom(f) for f in comparison.findings if not f.is_outcome]
+    outcomes = [symptom(f) for f in comparison.findings if f.is_outcome]
+    if verdict == "hides":
+        return (
+            f"**{label}** hides the symptom: the loss and the validation metric are within the thresholds of "
+            "the correct loop's, but the source is still there. " + " ".join(sources)
+        )
+    return f"**{label}** does not fix it. " + " ".join(outcomes + sources)
+
+
+def explanation(drill: str) -> list[str]:
+    return [STATEMENTS[key].text for key in EXPLAINS[drill]]
+
+
+def lines_verdict(found: int, bugs: int, extra: int, bug_lines: tuple[int, ...]) -> str:
+    where = " and ".join(map(str, bug_lines))
+    extra_words = f"; {extra} other line{'s' * (extra != 1)} chosen" if extra else ""
+    return f"Lines: {found} of {bugs} found{extra_words}. The bug is at line{'s' * (len(bug_lines) > 1)} {where}."
+
+
+READINGS_TITLE = "What the bench measured, against the correct loop (hints)"
+CODE_TITLE = "The loop that ran"
+ANSWER_FIRST = "Pick the lines and a fix, then check: the correct loop's curve appears once you have it right."
+
+
+def stage_title(title: str) -> str:
+    return f"{title}: what went wrong?"
+
+
+def fix_label(key: str, none: str) -> str:
+    return "(not chosen yet)" if key == none else FIXES[key].label
+
+
+def set_progress(solved: int, total: int) -> str:
+    return f"Timed set: {solved} of {total} solved. Open a drill by its number."
+
+
+def check_verdict(check, attempts: int) -> str:
+    lines = lines_verdict(len(check.found_lines), len(check.bug_lines), len(check.extra_lines), check.bug_lines)
+    if check.right:
+        return f"Right, in {attempts} attempt{'s' * (attempts != 1)}. {lines}"
+    if not check.lines_right:
+        return (
+            f"Not yet: {len(check.found_lines)} of {len(check.bug_lines)} bug lines chosen"
+            + (
+                f", and {len(check.extra_lines)} other{'s' * (len(check.extra_lines) != 1)}."
+                if check.extra_lines
+                else "."
+            )
+            + (" The fix is right." if check.fix_right else " The fix is not the one: see what it did below.")
+        )
+    return "The lines are right; the fix is not the one. See what it did below."
+
+
+def bad_answer_in_link(drill, lines: tuple[str, ...], fix: str, none: str) -> str | None:
+    """A notice when a link names lines or a fix that the drill does not have; None when it is a possible answer."""
+    outside = [n for n in lines if int(n) > len(drill.lines)]
+    if outside:
+        return (
+            f"The link names line {outside[0]}, but this drill's loop has {len(drill.lines)} lines: "
+            "opening the first drill instead."
+        )
+    if fix != none and fix not in drill.options:
+        return f"The link names a fix this drill does not offer (`{fix}`): opening the first drill instead."
+    return None

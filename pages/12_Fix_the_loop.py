@@ -1,0 +1,142 @@
+"""Fix the loop: a training loop with one bug, run for real; find its lines and its fix from the symptoms."""
+
+import streamlit as st
+
+from explorers import drills
+from explorers.drills import card, lesson
+from explorers.drills import figures as charts
+from explorers.drills.experiment import MAX_SOURCE_LINES, SEED_RANGE, DrillOptions, fixed_source, run_loop
+from ui import figures, mock, practice, runs
+from ui.fields import ChoiceField, IntField, SequenceField
+from ui.frame import start_lab
+
+NO_FIX = "none"
+NUMBERED = {name: f"{i}. {d.title}" for i, (name, d) in enumerate(drills.DRILLS.items(), 1)}
+FIELDS = (
+    ChoiceField("drill", drills.DEFAULT_DRILL, tuple(drills.DRILLS), label="Drill", format=NUMBERED.get),
+    IntField("seed", 0, *SEED_RANGE, label="Seed", widget="number"),
+    SequenceField("lines", tuple(str(n) for n in range(1, MAX_SOURCE_LINES + 1)), MAX_SOURCE_LINES, option=None),
+    ChoiceField("fix", NO_FIX, (NO_FIX, *drills.FIXES), option=None),
+)
+CHECKED_KEY = "_loop_checked"  # (drill, seed) -> this session's last Check; never in the link
+
+page = start_lab("drills", FIELDS)
+
+
+def clear_answer() -> None:
+    page.set("lines", ())
+    page.set("fix", NO_FIX)
+
+
+def open_drill(name: str, seed: int) -> None:
+    page.set("drill", name)
+    page.set("seed", seed)
+    clear_answer()
+
+
+drill = drills.DRILLS[page.value("drill")]
+problem = lesson.bad_answer_in_link(drill, page.value("lines"), page.value("fix"), NO_FIX)
+if problem:  # a link naming lines or a fix this drill does not have: the default drill, nothing of the link run
+    st.warning(problem, icon=":material/warning:")
+    open_drill(drills.DEFAULT_DRILL, 0)
+    drill = drills.DRILLS[drills.DEFAULT_DRILL]
+
+bench, stage = page.workbench()
+with bench, page.controls():
+    page.widget("drill", on_change=clear_answer)
+    page.widget("seed", on_change=clear_answer)
+    timed = practice.current_set()
+    if timed is None:
+        if st.button("Start a timed set of 5", icon=":material/timer:", key="set-start"):
+            timed = practice.start_set()
+            open_drill(timed.drills[0], timed.seed)
+            st.rerun()
+    else:
+        practice.countdown(timed.remaining_s(), page.presenting)
+        st.caption(lesson.set_progress(practice.set_done(timed), len(timed.drills)))
+        for number, (name, column) in enumerate(zip(timed.drills, st.columns(len(timed.drills)), strict=True), 1):
+            column.button(str(number), key=f"set-{number}", on_click=open_drill, args=(name, timed.seed))
+        st.button("End the set", key="set-end", on_click=practice.end_set)
+page.sync_url()
+
+seed = page.value("seed")
+options = DrillOptions(drill.name, seed)
+practice.opened(drill.name, seed)
+buggy, correct = runs.run_all(
+    [(run_loop, options), (run_loop, options.correct)], label="Running the loop and the correct one"
+)
+comparison = drills.compare(buggy.recording, correct.recording)
+checked = st.session_state.setdefault(CHECKED_KEY, {}).get((drill.name, seed))
+solved = checked is not None and checked.right
+settings = {"drill": NUMBERED[drill.name], "seed": seed}
+with stage:
+    st.subheader(lesson.stage_title(drill.title))
+    shown = [("buggy loop", buggy), *([("correct loop", correct)] if solved else [])]
+    figures.plotly(charts.loss_figure(shown), figures.caption("Logged loss", settings, page.device), "loop-loss")
+    if not comparison.findings:
+        st.info(lesson.NOT_SHOWN)
+        st.button("Try the next seed", key="next-seed", on_click=open_drill, args=(drill.name, seed + 1))
+
+columns = st.columns(3, gap="medium")
+readings = (
+    (charts.gradient_figure, "Gradient per layer", "loop-gradients"),
+    (charts.memory_figure, "Memory", "loop-memory"),
+    (charts.accuracy_figure, "Accuracy", "loop-accuracy"),
+)
+for column, (draw, what, stem) in zip(columns, readings, strict=True):
+    with column:
+        figures.plotly(draw(buggy.recording), figures.caption(what, settings, page.device), stem)
+with st.expander(lesson.READINGS_TITLE, icon=":material/monitoring:"):
+    st.markdown("\n".join(f"- {line}" for line in lesson.symptoms(comparison)))
+
+st.subheader(lesson.CODE_TITLE)
+st.code(drill.source, language="python", line_numbers=True)
+st.pills(
+    lesson.QUESTION_LINES,
+    [str(n) for n in range(1, len(drill.lines) + 1)],
+    selection_mode="multi",
+    key=page.key("lines"),
+)
+fix_choices = (NO_FIX, *drill.options)
+st.radio(lesson.QUESTION_FIX, fix_choices, key=page.key("fix"), format_func=lambda k: lesson.fix_label(k, NO_FIX))
+answer_ready = bool(page.value("lines")) and page.value("fix") != NO_FIX
+
+
+def check_answer() -> None:
+    result = drills.check(drill.name, [int(n) for n in page.value("lines")], page.value("fix"))
+    st.session_state[CHECKED_KEY][(drill.name, seed)] = result
+    practice.record(result, seed)
+
+
+st.button("Check my answer", key="check", type="primary", disabled=not answer_ready, on_click=check_answer)
+if not answer_ready and checked is None:
+    st.caption(lesson.ANSWER_FIRST)
+
+if checked is not None:
+    score = practice.score(drill.name, seed)
+    (st.success if checked.right else st.error)(lesson.check_verdict(checked, score.attempts))
+    fixed = runs.run(run_loop, DrillOptions(drill.name, seed, checked.fix), label="Running your fix")
+    fix_comparison = drills.compare(fixed.recording, correct.recording)
+    st.markdown(lesson.fix_verdict(checked.fix, fix_comparison))
+    figures.plotly(
+        charts.loss_figure([("your fix", fixed), ("correct loop", correct)]),
+        figures.caption("Your fix against the correct loop", {**settings, "fix": checked.fix}, page.device),
+        "loop-fix",
+    )
+    if solved:
+        figures.why_panel(lesson.explanation(drill.name))
+        st.code(fixed_source(drill, drill.fix), language="python", line_numbers=True)
+        if timed is not None and drill.name in timed.drills:
+            st.markdown("\n".join(f"- {depth}" for depth in mock.DEPTHS))
+        figures.answer_card(card.answer_card(drill.name, comparison, seed))
+
+figures.notes_download(
+    "Fix the loop",
+    figures.caption("Fix the loop", settings, page.device),
+    {
+        "What the bench measured": "\n".join(f"- {line}" for line in lesson.symptoms(comparison)),
+        "The loop": f"```\n{charts.numbered_source(drill.source)}\n```",
+        "Your drills this session": "\n".join(f"- {practice.describe(s)}" for s in practice.scores()) or "–",
+    },
+    "fix-the-loop",
+)

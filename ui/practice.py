@@ -1,0 +1,152 @@
+"""Practice with the Fix-the-loop drills in one browser session: each drill's score, and a timed set of five.
+
+Like the predict-then-reveal drill (ui/drill.py) and the mock interview (ui/mock.py), everything
+is in this session's st.session_state, in the server's memory: nothing is written to disk, no
+other session sees it, and the answer never goes in the link. The study plan's Day 7 reads the
+weakest scores; the notes export lists them.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, replace
+
+import streamlit as st
+
+from explorers.drills import DRILLS, Check
+
+PAGE = "pages/12_Fix_the_loop.py"
+SET_SIZE = 5
+SET_MINUTES = 15  # three minutes a drill: an interview's "find the bug in this loop"
+SCORES_KEY = "_loop_scores"
+OPENED_KEY = "_loop_opened"
+SET_KEY = "_loop_set"
+
+
+@dataclass(frozen=True)
+class Score:
+    drill: str
+    seed: int
+    attempts: int
+    lines_found: int  # of the bug's lines, on the first attempt
+    lines_total: int
+    extra_lines: int  # on the first attempt
+    fix_right_first: bool
+    solved: bool  # some attempt had the lines and the fix right
+    seconds: float | None  # from opening the drill to the right answer (None: not yet)
+
+    @property
+    def points(self) -> float:
+        """For ordering the weakest first: first-attempt lines and fix, fewer attempts, solved at all."""
+        lines = self.lines_found / self.lines_total - 0.25 * self.extra_lines
+        return lines + 2 * self.fix_right_first + self.solved - 0.1 * (self.attempts - 1)
+
+
+def opened(drill: str, seed: int) -> None:
+    """The drill's clock starts the first time this session shows it."""
+    st.session_state.setdefault(OPENED_KEY, {}).setdefault((drill, seed), time.monotonic())
+
+
+def record(check: Check, seed: int) -> Score:
+    """Count an attempt: the first one sets the lines and fix scores, the first right one stops the clock."""
+    scores = st.session_state.setdefault(SCORES_KEY, {})
+    key = (check.drill, seed)
+    started = st.session_state.get(OPENED_KEY, {}).get(key, time.monotonic())
+    earlier = scores.get(key)
+    if earlier is None:
+        earlier = Score(
+            check.drill,
+            seed,
+            0,
+            len(check.found_lines),
+            len(check.bug_lines),
+            len(check.extra_lines),
+            check.fix_right,
+            False,
+            None,
+        )
+    solved_now = check.right and not earlier.solved
+    score = replace(
+        earlier,
+        attempts=earlier.attempts + (not earlier.solved),
+        solved=earlier.solved or check.right,
+        seconds=time.monotonic() - started if solved_now else earlier.seconds,
+    )
+    scores[key] = score
+    return score
+
+
+def score(drill: str, seed: int) -> Score | None:
+    return st.session_state.get(SCORES_KEY, {}).get((drill, seed))
+
+
+def scores() -> list[Score]:
+    return list(st.session_state.get(SCORES_KEY, {}).values())
+
+
+def weakest(count: int = 5) -> list[Score]:
+    return sorted(scores(), key=lambda s: s.points)[:count]
+
+
+def describe(s: Score) -> str:
+    time_taken = f"solved in {s.seconds:.0f} s" if s.seconds is not None else "not solved yet"
+    attempts = f"{s.attempts} attempt{'s' * (s.attempts != 1)}"
+    fix = "right fix first" if s.fix_right_first else "wrong fix first"
+    lines = f"lines {s.lines_found} of {s.lines_total} first" + (f", {s.extra_lines} extra" if s.extra_lines else "")
+    return f"{DRILLS[s.drill].title} (seed {s.seed}): {lines}, {fix}, {attempts}, {time_taken}"
+
+
+# --- The timed set ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimedSet:
+    drills: tuple[str, ...]
+    seed: int
+    started: float  # time.monotonic()
+
+    def remaining_s(self) -> float:
+        return max(0.0, SET_MINUTES * 60 - (time.monotonic() - self.started))
+
+
+def start_set() -> TimedSet:
+    rng = random.SystemRandom()
+    drills = tuple(rng.sample(sorted(DRILLS), SET_SIZE))
+    timed = TimedSet(drills, rng.randrange(100), time.monotonic())
+    st.session_state[SET_KEY] = timed
+    return timed
+
+
+def current_set() -> TimedSet | None:
+    return st.session_state.get(SET_KEY)
+
+
+def end_set() -> None:
+    st.session_state.pop(SET_KEY, None)
+
+
+def set_done(timed: TimedSet) -> int:
+    return sum(1 for d in timed.drills if (s := score(d, timed.seed)) is not None and s.solved)
+
+
+def countdown(seconds_left: float, presenting: bool) -> None:
+    """The set's clock, ticking in the browser (a server clock would rerun the page every second)."""
+    st.iframe(  # our own constant HTML with one number in it: safe to run
+        f"""
+<style>
+  html {{ font-size: {20 if presenting else 16}px; }}
+  body {{ font-family: "Source Sans Pro", system-ui, sans-serif; margin: 0; color: #31333f; }}
+  #left {{ font-variant-numeric: tabular-nums; font-weight: 600; }}
+</style>
+<span>Time left in this set: </span><span id="left" role="timer" aria-live="off"></span>
+<script>
+  const end = Date.now() + {int(seconds_left * 1000)}, left = document.getElementById("left");
+  const tick = () => {{
+    const s = Math.max(0, Math.round((end - Date.now()) / 1000));
+    left.textContent = s ? Math.floor(s / 60) + ":" + String(s % 60).padStart(2, "0") : "time is up";
+  }};
+  tick(); setInterval(tick, 500);
+</script>""",
+        height=36 if presenting else 30,
+    )
