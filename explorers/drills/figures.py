@@ -73,7 +73,7 @@ def loss_figure(runs: list[tuple[str, LoopRun]]) -> go.Figure:
         figure.update_yaxes(type="log", exponentformat="power")
     figure.update_yaxes(title="logged loss")
     figure.update_xaxes(title="batch")
-    return _style(figure, "Loss the loop logged, per batch", height=420)
+    return _style(figure, "Logged loss per batch", height=420)
 
 
 def gradient_figure(recording: Recording) -> go.Figure:
