@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from ui import drill, mock, plan
+from explorers.drills import DRILLS
+from ui import drill, mock, plan, practice
 from ui.frame import presenting, setup_page
 
 setup_page("Mock interview", ":material/record_voice_over:")
@@ -25,6 +26,17 @@ for number, asked in enumerate(mock.current_set(), 1):
             saved = mock.scores()[asked.lab.slug]
         if saved:
             st.caption(f"Saved: {saved.points} of {len(mock.RUBRIC)}. The study plan's Day 7 lists your weakest.")
+
+with st.container(border=True, key="mock-coding"):
+    drill_name, drill_seed = mock.current_coding_question()
+    st.markdown(f"**Coding question.** {mock.CODING_QUESTION}")
+    st.page_link(
+        practice.PAGE,
+        label=f"Fix the loop: {DRILLS[drill_name].title} (seed {drill_seed})",
+        icon=":material/build:",
+        query_params={"drill": drill_name, "seed": str(drill_seed)},
+    )
+    drill.timer(presenting())
 
 st.page_link(plan.PAGE, label="Day 7 of the study plan: your weakest answers", icon=":material/event_note:")
 st.caption(plan.WHERE_PROGRESS_LIVES)

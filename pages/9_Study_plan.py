@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import drill, mock, plan
+from ui import drill, mock, plan, practice
 from ui.catalogue import lab
 from ui.frame import setup_page
 
@@ -40,6 +40,12 @@ for day in plan.DAYS:
                 st.markdown("\n".join(f"- {s.points} of {len(mock.RUBRIC)}: {s.question}" for s in weakest))
             else:
                 st.caption(mock.NO_SCORES_YET)
+            weakest_drills = practice.weakest()
+            if weakest_drills:
+                st.markdown("**Your weakest Fix-the-loop drills**")
+                st.markdown("\n".join(f"- {practice.describe(s)}" for s in weakest_drills))
+            else:
+                st.caption(practice.NO_DRILLS_YET)
 
 st.subheader("Your answers so far")
 if not drill.answers():

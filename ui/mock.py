@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from explorers.drills import DRILLS
 from ui.catalogue import LABS, Lab
 
 PAGE = "pages/11_Mock_interview.py"
@@ -34,6 +35,10 @@ RUBRIC = (
     "Evidence: a number from a run, with its settings",
     "Recovery: what to do when it breaks",
     "The metric that would prove me wrong",
+)
+CODING_QUESTION = (
+    "The interviewer hands you a training loop that trains badly. Find the lines and the fix from its symptoms, "
+    "then say why at 30 s and 2 min."
 )
 NO_SCORES_YET = "Score an answer in the mock interview and your weakest appear here."
 SEED_KEY = "_mock_seed"
@@ -58,6 +63,18 @@ def draw(seed: int) -> list[Asked]:
     rng = random.Random(seed)
     labs = rng.sample([entry for entry in LABS if entry.page], QUESTIONS_PER_SET)
     return [Asked(entry, challenge) for entry, challenge in zip(labs, rng.sample(CHALLENGES, len(labs)), strict=True)]
+
+
+def coding_question(seed: int) -> tuple[str, int]:
+    """The set's coding question: one Fix-the-loop drill and its seed, drawn from the set's own seed."""
+    rng = random.Random(f"coding-{seed}")
+    return rng.choice(sorted(DRILLS)), rng.randrange(100)
+
+
+def current_coding_question() -> tuple[str, int]:
+    if SEED_KEY not in st.session_state:
+        new_set()
+    return coding_question(st.session_state[SEED_KEY])
 
 
 def current_set() -> list[Asked]:

@@ -63,14 +63,15 @@ DAYS = (
         "A timed mock interview",
         "Open the mock interview: three questions, each answered aloud at 30 seconds, 2 minutes and a "
         "10-minute whiteboard pass (draw the flow, name who validates, add an invariant), then the "
-        "interviewer's challenge and your own score against the four-part frame.",
-        (),
+        "interviewer's challenge and your own score against the four-part frame. Then its coding question, "
+        "or a timed set of five Fix-the-loop drills.",
+        ("drills",),
     ),
     Day(
         7,
         "Review your five weakest answers",
-        "Redo your weakest answers below (the mock interview's lowest scores, then the predictions you got "
-        "wrong) at 30 seconds, 2 minutes and 10 minutes.",
+        "Redo your weakest answers below (the mock interview's lowest scores, your weakest drills, then the "
+        "predictions you got wrong) at 30 seconds, 2 minutes and 10 minutes.",
         (),
     ),
 )

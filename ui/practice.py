@@ -19,6 +19,7 @@ from explorers.drills import DRILLS, Check
 PAGE = "pages/12_Fix_the_loop.py"
 SET_SIZE = 5
 SET_MINUTES = 15  # three minutes a drill: an interview's "find the bug in this loop"
+NO_DRILLS_YET = "Check an answer in Fix the loop and your weakest drills appear here."
 SCORES_KEY = "_loop_scores"
 OPENED_KEY = "_loop_opened"
 SET_KEY = "_loop_set"

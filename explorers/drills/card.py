@@ -27,7 +27,7 @@ def answer_card(drill: str, comparison: Comparison, seed: int) -> AnswerCard:
         evidence=f"On this run (seed {seed}): {evidence}",
         recovery=(
             f"{FIXES[DRILLS[drill].fix].label}. Then rerun on the same seed and data beside the loop you trust: "
-            "the losses should agree bit for bit where nothing else changed."
+            "the losses should agree bit for bit where the two loops differ in the fix alone."
         ),
         trade_off=(
             "A fix that brings the loss back (clipping, a lower learning rate) can hide a bug whose source is "

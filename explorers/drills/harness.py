@@ -386,7 +386,7 @@ def record(loop, seed: int) -> Recording:
     post = register_optimizer_step_post_hook(lambda opt, args, kwargs: bench.after_step(opt))
     try:
         with warnings.catch_warnings(record=True) as caught, bench.tracker:
-            warnings.simplefilter("always")
+            warnings.simplefilter("default")  # each distinct warning once per run: the filters just changed
             try:
                 loop(bench)
             except Exception as error:  # noqa: BLE001  (PyTorch's error is the drill's evidence)

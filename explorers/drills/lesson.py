@@ -55,7 +55,7 @@ STATEMENTS: dict[str, Statement] = {
         text=(
             "`F.cross_entropy` applies `log_softmax` to its input itself. Given probabilities, which lie in "
             "[0, 1], it takes a softmax of a softmax: with C classes its loss cannot fall below "
-            "log(1 + (C − 1)/e) (0.742 for 4 classes), and its gradients shrink."
+            "log(1 + (C − 1)/e) (0.744 for 4 classes), however right the model is."
         ),
         scope="class-index targets without label smoothing or weights; inputs in [0, 1]",
         source="https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html",
