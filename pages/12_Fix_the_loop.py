@@ -15,7 +15,8 @@ NUMBERED = {name: f"{i}. {d.title}" for i, (name, d) in enumerate(drills.DRILLS.
 FIELDS = (
     ChoiceField("drill", drills.DEFAULT_DRILL, tuple(drills.DRILLS), label="Drill", format=NUMBERED.get),
     IntField("seed", 0, *SEED_RANGE, label="Seed", widget="number"),
-    SequenceField("lines", tuple(str(n) for n in range(1, MAX_SOURCE_LINES + 1)), MAX_SOURCE_LINES, option=None),
+    # Any line number parses; one past the drill's loop gets the drill's own notice below.
+    SequenceField("lines", tuple(str(n) for n in range(1, 1000)), MAX_SOURCE_LINES, option=None),
     ChoiceField("fix", NO_FIX, (NO_FIX, *drills.FIXES), option=None),
 )
 CHECKED_KEY = "_loop_checked"  # (drill, seed) -> this session's last Check; never in the link
@@ -34,6 +35,11 @@ def open_drill(name: str, seed: int) -> None:
     clear_answer()
 
 
+def start_set() -> None:
+    timed = practice.start_set()
+    open_drill(timed.drills[0], timed.seed)
+
+
 drill = drills.DRILLS[page.value("drill")]
 problem = lesson.bad_answer_in_link(drill, page.value("lines"), page.value("fix"), NO_FIX)
 if problem:  # a link naming lines or a fix this drill does not have: the default drill, nothing of the link run
@@ -47,10 +53,7 @@ with bench, page.controls():
     page.widget("seed", on_change=clear_answer)
     timed = practice.current_set()
     if timed is None:
-        if st.button("Start a timed set of 5", icon=":material/timer:", key="set-start"):
-            timed = practice.start_set()
-            open_drill(timed.drills[0], timed.seed)
-            st.rerun()
+        st.button("Start a timed set of 5", icon=":material/timer:", key="set-start", on_click=start_set)
     else:
         practice.countdown(timed.remaining_s(), page.presenting)
         st.caption(lesson.set_progress(practice.set_done(timed), len(timed.drills)))

@@ -1,0 +1,156 @@
+"""The Fix-the-loop page with every control exercised: drill, seed, lines, fix, check, the timed set, links."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from explorers import drills
+from tests.app.conftest import open_page
+
+PAGE = "pages/12_Fix_the_loop.py"
+
+
+def key(name: str) -> str:
+    return f"drills.{name}"
+
+
+def chart(at, index: int) -> dict:
+    return json.loads(at.get("plotly_chart")[index].proto.spec)
+
+
+def main_traces(at) -> list[str]:
+    return [trace["name"] for trace in chart(at, 0)["data"]]
+
+
+def answer(at, lines, fix: str):
+    at.pills(key=key("lines")).set_value([str(n) for n in lines]).run()
+    at.radio(key=key("fix")).set_value(fix).run()
+    return at.button(key="check").click().run()
+
+
+@pytest.fixture()
+def lab():
+    at = open_page(PAGE)
+    assert not at.exception
+    return at
+
+
+def test_opens_on_the_first_drill_with_its_symptoms_and_no_answer(lab):
+    drill = drills.DRILLS[drills.DEFAULT_DRILL]
+    assert main_traces(lab) == ["buggy loop"]  # the correct loop's curve stays hidden
+    assert len(lab.get("plotly_chart")) == 4  # loss, gradients, memory, accuracy
+    assert lab.code[0].value == drill.source.rstrip() and "def train(bench):" in lab.code[0].value
+    assert lab.button(key="check").disabled
+    assert len(lab.radio(key=key("fix")).options) == len(drill.options) + 1
+
+
+@pytest.mark.parametrize("name", sorted(drills.DRILLS))
+def test_every_drill_opens_from_a_link_and_the_right_answer_reveals_the_correct_loop(name):
+    drill = drills.DRILLS[name]
+    at = open_page(PAGE, {"drill": name, "seed": "1"})
+    assert not at.exception and not at.warning
+    assert at.code[0].value == drill.source.rstrip()
+    answer(at, drill.bug_lines, drill.fix)
+    assert not at.exception
+    assert at.success and at.success[0].value.startswith("Right, in 1 attempt")
+    assert main_traces(at)[-1] == "correct loop"
+    assert any("bit for bit" in m.value for m in at.markdown)
+    assert "drills" not in str(dict(at.query_params)).replace("Fix_the_loop", "")  # nothing but the state
+
+
+def test_a_wrong_fix_is_run_and_shown_beside_the_correct_loop_and_the_curve_stays_hidden(lab):
+    drill = drills.DRILLS[drills.DEFAULT_DRILL]
+    answer(lab, drill.bug_lines, "clip")
+    assert lab.error and "fix is not the one" in lab.error[0].value
+    assert main_traces(lab) == ["buggy loop"]
+    fix_chart = chart(lab, 4)
+    assert [t["name"] for t in fix_chart["data"]][:2] == ["your fix", "correct loop"]
+    assert any("hides the symptom" in m.value or "does not fix it" in m.value for m in lab.markdown)
+    answer(lab, drill.bug_lines, drill.fix)  # the second attempt, right
+    assert lab.success[0].value.startswith("Right, in 2 attempts")
+
+
+def test_lines_with_extras_are_not_right_even_with_the_right_fix(lab):
+    drill = drills.DRILLS[drills.DEFAULT_DRILL]
+    answer(lab, [*drill.bug_lines, 2], drill.fix)
+    assert lab.error and "1 other" in lab.error[0].value
+
+
+def test_the_seed_and_the_drill_reach_the_run_and_the_link_and_clear_the_answer(lab):
+    before = chart(lab, 0)["data"][0]["y"]
+    lab.pills(key=key("lines")).set_value(["3"]).run()
+    lab.number_input(key=key("seed")).set_value(5).run()
+    assert chart(lab, 0)["data"][0]["y"] != before
+    assert not lab.pills(key=key("lines")).value and lab.query_params["seed"] == "5"
+    lab.selectbox(key=key("drill")).set_value("sampler_without_set_epoch").run()
+    assert not lab.exception and lab.query_params["drill"] == "sampler_without_set_epoch"
+    assert lab.code[0].value == drills.DRILLS["sampler_without_set_epoch"].source.rstrip()
+
+
+def test_a_copied_link_reopens_the_same_drill_with_the_same_choices_but_not_the_check():
+    at = open_page(PAGE, {"drill": "detached_body", "seed": "2"})
+    at.pills(key=key("lines")).set_value(["9"]).run()
+    at.radio(key=key("fix")).set_value("remove_detach").run()
+    at.button(key="check").click().run()
+    reopened = open_page(PAGE, dict(at.query_params))
+    assert not reopened.warning
+    assert list(reopened.pills(key=key("lines")).value) == ["9"]
+    assert reopened.radio(key=key("fix")).value == "remove_detach"
+    assert not reopened.success and not reopened.error  # the check was this session's, not the link's
+    assert chart(reopened, 0)["data"][0]["y"] == chart(at, 0)["data"][0]["y"]
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ({"drill": "rm -rf"}, "drill"),
+        ({"drill": "forgot_zero_grad", "lines": "3,99"}, "line 99"),
+        ({"drill": "forgot_zero_grad", "fix": "shuffle"}, "does not offer"),
+        ({"fix": "<script>"}, "fix"),
+        ({"lines": "1,x"}, "lines"),
+        ({"seed": "-3"}, "seed"),
+    ],
+)
+def test_a_bad_link_gets_a_notice_and_the_first_drill(query, said):
+    at = open_page(PAGE, query)
+    assert not at.exception
+    assert any(said in w.value for w in at.warning), [w.value for w in at.warning]
+    assert at.selectbox(key=key("drill")).value == drills.DEFAULT_DRILL
+    assert not at.pills(key=key("lines")).value
+
+
+def test_two_sessions_on_one_drill_do_not_see_each_others_answers():
+    first, second = open_page(PAGE), open_page(PAGE)
+    drill = drills.DRILLS[drills.DEFAULT_DRILL]
+    answer(first, drill.bug_lines, drill.fix)
+    second.run()
+    assert first.success and not second.success
+    assert main_traces(second) == ["buggy loop"]
+
+
+def test_a_timed_set_opens_five_drills_and_its_scores_reach_the_study_plan():
+    at = open_page(PAGE)
+    at.button(key="set-start").click().run()
+    assert not at.exception
+    assert [b.key for b in at.button if (b.key or "").startswith("set-")][:5] == [f"set-{n}" for n in range(1, 6)]
+    first = at.selectbox(key=key("drill")).value
+    drill = drills.DRILLS[first]
+    answer(at, drill.bug_lines, drill.fix)
+    assert at.success and any("30 s" in m.value for m in at.markdown)  # say it aloud, as in the mock interview
+    at.button(key="set-2").click().run()
+    assert at.selectbox(key=key("drill")).value != first and not at.success
+    at.button(key="set-end").click().run()
+    assert at.button(key="set-start")
+    at.switch_page("pages/9_Study_plan.py").run()
+    assert any("weakest Fix-the-loop drills" in m.value for m in at.markdown)
+    assert any(drill.title in m.value and "1 attempt" in m.value for m in at.markdown)
+
+
+def test_the_mock_interview_draws_a_drill_as_its_coding_question():
+    at = open_page("pages/11_Mock_interview.py")
+    links = [link.proto for link in at.get("page_link") if link.proto.label.startswith("Fix the loop:")]
+    assert len(links) == 1 and "drill=" in links[0].query_string and links[0].page == "Fix_the_loop"
+    drill_name = dict(part.split("=") for part in links[0].query_string.split("&"))["drill"]
+    assert drills.DRILLS[drill_name].title in links[0].label
