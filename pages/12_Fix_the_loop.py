@@ -80,16 +80,16 @@ with stage:
         st.info(lesson.NOT_SHOWN)
         st.button("Try the next seed", key="next-seed", on_click=open_drill, args=(drill.name, seed + 1))
 
-columns = st.columns(3, gap="medium")
 readings = (
     (charts.gradient_figure, "Gradient per layer", "loop-gradients"),
     (charts.memory_figure, "Memory", "loop-memory"),
     (charts.accuracy_figure, "Accuracy", "loop-accuracy"),
 )
-for column, (draw, what, stem) in zip(columns, readings, strict=True):
+columns = [*st.columns(2, gap="large"), *st.columns(2, gap="large")]  # two to a row: a third of a laptop is too narrow
+for column, (draw, what, stem) in zip(columns, readings, strict=False):
     with column:
         figures.plotly(draw(buggy.recording), figures.caption(what, settings, page.device), stem)
-with st.expander(lesson.READINGS_TITLE, icon=":material/monitoring:"):
+with columns[3], st.expander(lesson.READINGS_TITLE, icon=":material/monitoring:"):
     st.markdown("\n".join(f"- {line}" for line in lesson.symptoms(comparison)))
 
 st.subheader(lesson.CODE_TITLE)

@@ -51,6 +51,7 @@ html { font-size: 20px; } .stMainBlockContainer { max-width: none; }
 [data-testid="stMarkdownContainer"] code, [data-testid="stCode"] code,
 [data-testid="stCaptionContainer"] code { font-size: 0.9rem !important; }
 [data-testid="stMarkdownContainer"] table, [data-testid="stTable"] table { font-size: 1rem !important; }
+[data-testid="stCode"] .linenumber { font-size: 0.9rem !important; }  /* a code block's line numbers */
 /* the folded settings are a third of the window: a pair of columns there stacks rather than cut its labels */
 [data-testid="stExpander"] [data-testid="stHorizontalBlock"] { flex-wrap: wrap; }
 [data-testid="stExpander"] [data-testid="stColumn"] { min-width: min(11rem, 100%); }
