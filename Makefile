@@ -69,6 +69,7 @@ bench: browser
 	$(BIN)/python benchmarks/bench_serving.py
 	$(BIN)/python benchmarks/bench_ddp.py
 	$(BIN)/python benchmarks/bench_scale.py
+	$(BIN)/python benchmarks/bench_drills.py
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache
