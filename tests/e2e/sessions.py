@@ -226,6 +226,23 @@ def click(*names: str) -> Action:
     return act
 
 
+def answer(lines: tuple[str, ...], fix: str, check: str) -> Action:
+    """Fix the loop: click line pills and a fix (each as soon as the link has it), then the check button."""
+
+    async def act(page) -> None:
+        targets = [page.get_by_role("button", name=line, exact=True) for line in lines]
+        targets.append(page.get_by_role("radio", name=fix, exact=True))
+        for target in targets:
+            before = page.url
+            await target.click(force=True)  # a radio's input sits under its label
+            deadline = time.monotonic() + 15
+            while page.url == before and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+        await page.get_by_role("button", name=check, exact=True).click()
+
+    return act
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]

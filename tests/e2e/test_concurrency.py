@@ -1,4 +1,4 @@
-"""Ten browser sessions at once against one server, working different labs with fast, impatient input.
+"""Eleven browser sessions at once against one server, working different labs with fast, impatient input.
 
 Each session's final page must equal what the same session shows when it runs alone on a
 fresh server (so no result crossed between sessions, and none came from a shared cache
@@ -19,10 +19,15 @@ from pathlib import Path
 import pytest
 
 from explorers import engine
+from explorers.drills import DRILLS
 from tests.e2e.conftest import CHROMIUM_FLAGS, chromium_executable, streamlit_server
-from tests.e2e.sessions import Session, click, notches, percentile, run_session
+from tests.e2e.sessions import Session, answer, click, notches, percentile, run_session
 
 pytestmark = pytest.mark.e2e
+
+
+FIX_LABEL = "Pass the logits to cross_entropy: remove .softmax(dim=1)"  # the radio's accessible name
+SOFTMAX_LINES = tuple(str(n) for n in DRILLS["softmax_before_loss"].bug_lines)
 
 
 def scripted_sessions() -> list[Session]:
@@ -76,6 +81,11 @@ def scripted_sessions() -> list[Session]:
             "serving: shift the traffic",
             "Serving?feature_order=1",
             [("2 notches on shift", notches("Live traffic shift (std)", 2, "shift"))],
+        ),
+        Session(
+            "fix the loop: lines, a fix, check",
+            "Fix_the_loop?drill=softmax_before_loss&seed=3",
+            [("the bug's line, remove the softmax, check", answer(SOFTMAX_LINES, FIX_LABEL, "Check my answer"))],
         ),
         Session(
             "profiler: DataLoader workers",
