@@ -7,26 +7,25 @@ from the run (explorers/drills/symptoms.py). `shows` is what the claims test exp
 witness on every seed it tries, and nothing on screen reads it.
 
 Where the bugs come from (each is a question people ask again and again):
-- zero_grad forgotten or misplaced: "Why do we need to call zero_grad() in PyTorch?" (Stack Overflow
-  48001598) and the PyTorch tutorial "Zeroing out gradients in PyTorch";
-- train/eval: "model.eval() vs with torch.no_grad()" (PyTorch forums, discuss.pytorch.org/t/19407),
-  and the `Module.train` docs;
+- zero_grad forgotten or misplaced: the Stack Overflow question "Why do we need to call zero_grad() in
+  PyTorch?" and the PyTorch recipe "Zeroing out gradients in PyTorch";
+- train/eval: the PyTorch forums thread "'model.eval()' vs 'with torch.no_grad()'" and the `Module.train` docs;
 - summing loss tensors: the PyTorch FAQ, "My model reports 'cuda runtime error(2): out of memory'"
   ("Don't accumulate history across your training loop": `total_loss += loss`);
 - softmax before CrossEntropyLoss: the `CrossEntropyLoss` docs ("The input is expected to contain the
   unnormalized logits") and forum threads on "softmax + cross entropy";
 - a (N, 1) output against a (N,) target: the UserWarning in `torch/nn/functional.py`'s `mse_loss`;
 - detach in the path: "Why does my model's first layer not learn" threads, and the autograd notes;
-- gradient accumulation without dividing the loss: forum thread "How to implement accumulated
-  gradient?" (discuss.pytorch.org/t/3334);
+- gradient accumulation without dividing the loss: the forum thread "How gradients are accumulated in
+  real" (discuss.pytorch.org/t/115462), whose loop divides the loss by the accumulation steps;
 - an optimizer built before a layer is replaced: forum threads on fine-tuning a new classifier head
   ("optimizer does not update the new layer");
 - an in-place op on a saved tensor: the error "one of the variables needed for gradient computation
   has been modified by an inplace operation", the most asked autograd error (forum and GitHub issues);
 - `DistributedSampler.set_epoch`: its docstring ("Calling the set_epoch() method at the beginning of
   each epoch before creating the DataLoader iterator is necessary to make shuffling work properly");
-- BatchNorm and a batch of one: "Expected more than 1 value per channel when training" (pytorch/pytorch
-  issue 4534) and the `drop_last` argument.
+- BatchNorm and a batch of one: pytorch/pytorch#4534 ("nn.BatchNorm1d fails with batch size 1", a last
+  batch of one sample), answered with the `drop_last` argument.
 """
 
 from __future__ import annotations
