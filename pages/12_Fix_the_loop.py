@@ -76,6 +76,9 @@ with stage:
     st.subheader(lesson.stage_title(drill.title))
     shown = [("buggy loop", buggy), *([("correct loop", correct)] if solved else [])]
     figures.plotly(charts.loss_figure(shown), figures.caption("Logged loss", settings, page.device), "loop-loss")
+    raised = comparison.finding("error")
+    if raised:  # PyTorch's own error is the first thing an engineer reads
+        st.error(lesson.symptom(raised), icon=":material/error:")
     if not comparison.findings:
         st.info(lesson.NOT_SHOWN)
         st.button("Try the next seed", key="next-seed", on_click=open_drill, args=(drill.name, seed + 1))

@@ -72,6 +72,13 @@ def test_a_wrong_fix_is_run_and_shown_beside_the_correct_loop_and_the_curve_stay
     assert lab.success[0].value.startswith("Right, in 2 attempts")
 
 
+def test_pytorchs_own_error_is_shown_beside_the_main_figure():
+    at = open_page(PAGE, {"drill": "batchnorm_batch_of_one"})
+    assert at.error and "Expected more than 1 value per channel when training" in at.error[0].value
+    assert "After 15 logged batches" in at.error[0].value
+    assert not open_page(PAGE).error  # a loop that raises nothing shows no error box
+
+
 def test_lines_with_extras_are_not_right_even_with_the_right_fix(lab):
     drill = drills.DRILLS[drills.DEFAULT_DRILL]
     answer(lab, [*drill.bug_lines, 2], drill.fix)
