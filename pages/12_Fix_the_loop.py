@@ -125,7 +125,7 @@ if checked is not None:
     fix_comparison = drills.compare(fixed.recording, correct.recording)
     st.markdown(lesson.fix_verdict(checked.fix, fix_comparison))
     figures.plotly(
-        charts.loss_figure([("your fix", fixed), ("correct loop", correct)]),
+        charts.loss_figure([("correct loop", correct), ("your fix", fixed)]),  # the fix dotted, on top
         figures.caption("Your fix against the correct loop", {**settings, "fix": checked.fix}, page.device),
         "loop-fix",
     )

@@ -66,7 +66,7 @@ def test_a_wrong_fix_is_run_and_shown_beside_the_correct_loop_and_the_curve_stay
     assert lab.error and "fix is not the one" in lab.error[0].value
     assert main_traces(lab) == ["buggy loop"]
     fix_chart = chart(lab, 4)
-    assert [t["name"] for t in fix_chart["data"]][:2] == ["your fix", "correct loop"]
+    assert [t["name"] for t in fix_chart["data"]][:2] == ["correct loop", "your fix"]
     assert any("hides the symptom" in m.value or "does not fix it" in m.value for m in lab.markdown)
     answer(lab, drill.bug_lines, drill.fix)  # the second attempt, right
     assert lab.success[0].value.startswith("Right, in 2 attempts")
