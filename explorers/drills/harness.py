@@ -102,6 +102,7 @@ class StepRecord:
     fresh_norms: dict[str, float]  # per layer: ‖what backward produced since the last step‖
     update_ratios: dict[str, float]  # per layer: ‖Δw‖ / ‖w‖ over this step
     not_in_optimizer: tuple[str, ...]  # model parameters this optimizer does not hold
+    samples: tuple[int, ...] = ()  # the sample indices read since the step before: what this step learned from
 
 
 @dataclass
@@ -176,6 +177,7 @@ class Bench:
         self._stats_at_mark: list[torch.Tensor] = []
         self._epoch_training = ModeUse()
         self._reads_at_epoch = 0
+        self._reads_at_step = 0
         self._batches_at_epoch = 0
         self.tracker = LiveBytes()
 
@@ -299,8 +301,12 @@ class Bench:
                     moved.setdefault(_layer(name), []).append(p.detach() - self._before_step[name])
                     before.setdefault(_layer(name), []).append(self._before_step[name])
             ratios = {layer: _norm(moved[layer]) / (_norm(before[layer]) or math.inf) for layer in moved}
+            samples = tuple(self._reads[self._reads_at_step :])
+            self._reads_at_step = len(self._reads)
             self.recording.steps.append(
-                StepRecord(len(self.recording.losses), self._step_grads, self._step_fresh, ratios, self._step_missing)
+                StepRecord(
+                    len(self.recording.losses), self._step_grads, self._step_fresh, ratios, self._step_missing, samples
+                )
             )
 
     # --- measuring ------------------------------------------------------------------------------

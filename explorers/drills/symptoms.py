@@ -248,8 +248,8 @@ def _not_in_optimizer(run: Recording, correct: Recording) -> Finding | None:
 
 def _first_step_ratio(run: Recording, correct: Recording, measure: str) -> tuple[float, int] | None:
     """At the first step, from the same weights on the same batches: run / correct, geometric mean over layers."""
-    if not run.steps or not correct.steps or run.steps[0].batch != correct.steps[0].batch:
-        return None
+    if not run.steps or not correct.steps or run.steps[0].samples != correct.steps[0].samples:
+        return None  # another first batch (another batch size, another order): nothing to compare the step with
     mine, theirs = getattr(run.steps[0], measure), getattr(correct.steps[0], measure)
     ratios = [mine[layer] / theirs[layer] for layer in mine if theirs.get(layer) and mine[layer]]
     if not ratios:
