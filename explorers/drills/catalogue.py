@@ -35,6 +35,7 @@ import random
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from explorers.drills import loops
 from explorers.drills.fixes import FIXES
@@ -53,7 +54,7 @@ class Drill:
     shows: tuple[str, ...]  # symptom kinds the claims test expects on every seed (not read by the lab)
     also_accepted: tuple[str, ...] = field(default=())  # lines next to the bug that count as neither right nor extra
 
-    @property
+    @cached_property  # read once: the page, the scoring and every fix read it on each rerun
     def lines(self) -> list[str]:
         """The loop's own source, named `train` as every drill's is on screen (its name in loops.py is the answer)."""
         lines = textwrap.dedent(inspect.getsource(self.loop)).rstrip("\n").split("\n")

@@ -24,6 +24,7 @@ from explorers.drills import loops
 from explorers.drills.catalogue import DEFAULT_DRILL, DRILLS, Drill
 from explorers.drills.fixes import FIXES
 from explorers.drills.harness import Recording, record
+from explorers.drills.symptoms import Comparison, compare
 from explorers.rng import isolated_rng
 
 SEED_RANGE = (0, 9_999)
@@ -99,9 +100,7 @@ class DrillRun:
     correct: LoopRun
 
     @property
-    def comparison(self):
-        from explorers.drills.symptoms import compare
-
+    def comparison(self) -> Comparison:
         return compare(self.buggy.recording, self.correct.recording)
 
 
