@@ -122,7 +122,7 @@ if checked is not None:
     score = practice.score(drill.name, seed)
     (st.success if checked.right else st.error)(lesson.check_verdict(checked, score.attempts))
     fixed = runs.run(run_loop, DrillOptions(drill.name, seed, checked.fix), label="Running your fix")
-    fix_comparison = drills.compare(fixed.recording, correct.recording)
+    fix_comparison = drills.compare(fixed.recording, correct.recording, buggy.recording)
     st.markdown(lesson.fix_verdict(checked.fix, fix_comparison))
     figures.plotly(
         charts.loss_figure([("correct loop", correct), ("your fix", fixed)]),  # the fix dotted, on top

@@ -390,6 +390,8 @@ def record(loop, seed: int) -> Recording:
     bench = Bench(seed)
     pre = register_optimizer_step_pre_hook(lambda opt, args, kwargs: bench.before_step(opt))
     post = register_optimizer_step_post_hook(lambda opt, args, kwargs: bench.after_step(opt))
+    warn_always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)  # PyTorch's warn-once warnings too, on every run: not only a process's first
     try:
         with warnings.catch_warnings(record=True) as caught, bench.tracker:
             warnings.simplefilter("default")  # each distinct warning once per run: the filters just changed
@@ -400,6 +402,7 @@ def record(loop, seed: int) -> Recording:
                 bench.recording.error_after_batches = len(bench.recording.losses)
         bench.recording.warnings = list(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
     finally:
+        torch.set_warn_always(warn_always)
         pre.remove()
         post.remove()
     bench.finish()

@@ -47,8 +47,9 @@ STATEMENTS: dict[str, Statement] = {
             "`model.eval()` turns Dropout off and makes BatchNorm normalise with, and leave alone, its running "
             "statistics, until `model.train()` turns them back; `torch.no_grad()` changes neither."
         ),
-        scope="nn.Dropout and nn.BatchNorm modules as PyTorch defines them; other modules read self.training "
-        "as their own forward decides",
+        scope="nn.Dropout, and nn.BatchNorm built with track_running_stats=True (the default: with False it keeps "
+        "no running statistics and normalises with each batch's own in eval() too); other modules read "
+        "self.training as their own forward decides",
         source="torch/nn/modules/module.py: Module.train; torch/nn/modules/batchnorm.py",
     ),
     "softmax_in_cross_entropy": Statement(
@@ -63,8 +64,8 @@ STATEMENTS: dict[str, Statement] = {
     "mse_broadcast": Statement(
         text=(
             "`F.mse_loss` of an (N, 1) input against an (N,) target broadcasts both to (N, N) and averages all "
-            "N² differences, with a UserWarning about the sizes: every prediction is pulled towards every "
-            "target, and the best it can do is predict their mean."
+            "N² squared differences (with reduction='sum', adds them), with a UserWarning about the sizes: every "
+            "prediction is pulled towards every target, and the best it can do is predict their mean."
         ),
         scope="reduction='mean' or 'sum', N > 1; with N = 1 the shapes broadcast to (1, 1) and the loss is right",
         source="torch/nn/functional.py: mse_loss",
@@ -72,7 +73,8 @@ STATEMENTS: dict[str, Statement] = {
     "detach_stops": Statement(
         text=(
             "`.detach()` returns a tensor with no `grad_fn`: backward stops there, and parameters reached only "
-            "through it get no gradient: their `.grad` stays None."
+            "through it get no gradient from that backward: a `.grad` that was None stays None (one zeroed with "
+            "`zero_grad(set_to_none=False)` stays zero)."
         ),
         scope="for paths through the detached tensor; a parameter also reached another way still gets that "
         "path's gradient",
@@ -80,12 +82,14 @@ STATEMENTS: dict[str, Statement] = {
     ),
     "accumulation_sum": Statement(
         text=(
-            "Over k equal micro-batches, backward on each undivided mean loss leaves k times the gradient of "
-            "the mean over all of them; dividing each loss by k leaves that gradient, up to float rounding. "
+            "Over k micro-batches, backward on each undivided loss leaves k times the gradient of the mean of "
+            "the k losses; dividing each loss by k leaves that gradient, up to float rounding. With equal "
+            "micro-batches of samples that do not interact, that is the gradient of one batch of them all. "
             "Plain SGD's step is lr times the gradient, so an undivided loss is k times the learning rate."
         ),
-        scope="micro-batches of equal size with reduction='mean'; SGD without momentum or weight decay for "
-        "the step (momentum and Adam respond otherwise)",
+        scope="reduction='mean' for the one-batch equality, which BatchNorm in train() breaks (it normalises "
+        "each micro-batch by its own statistics); SGD without momentum or weight decay for the step (momentum "
+        "and Adam respond otherwise)",
         source="torch/optim/sgd.py; https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation",
     ),
     "sgd_step_scales": Statement(
@@ -95,11 +99,13 @@ STATEMENTS: dict[str, Statement] = {
     ),
     "clipping_scales": Statement(
         text=(
-            "`clip_grad_norm_` multiplies every gradient by one factor, max_norm / total norm, when the total "
-            "norm is above max_norm, and leaves them as they are otherwise: it bounds a step, and changes "
-            "nothing that produced the gradient."
+            "`clip_grad_norm_` multiplies every gradient by one factor, max_norm / (total norm + 1e-6) capped "
+            "at 1: above max_norm the gradients' total norm becomes max_norm, below it they stay as they are. "
+            "It changes nothing that produced the gradient. Plain SGD's step is then at most lr × max_norm; "
+            "Adam divides by its own running gradient size, so clipping does not bound its step that way."
         ),
-        scope="the 2-norm over all the parameters passed, error_if_nonfinite=False",
+        scope="the 2-norm over all the parameters passed, error_if_nonfinite=False; the Adam remark for its "
+        "first step, where scaling every gradient by one factor leaves the step as it was (up to eps)",
         source="torch/nn/utils/clip_grad.py: clip_grad_norm_",
     ),
     "in_place_saved": Statement(
@@ -243,12 +249,12 @@ def symptom(finding: Finding) -> str:
     if kind == "gradient_gap":
         return (
             f"At the first step, from the same weights on the same batches, backward produced ×{m['ratio']:.2f} "
-            "the correct loop's gradient (geometric mean over layers)."
+            f"the correct loop's gradient ({_over(m, 'got none')})."
         )
     if kind == "update_gap":
         return (
             f"The first step moved the weights ×{m['ratio']:.2f} as far as the correct loop's first step, from the "
-            "same weights on the same batches (geometric mean over layers)."
+            f"same weights on the same batches ({_over(m, 'did not move')})."
         )
     if kind == "eval_in_training":
         frozen = m["stats_frozen"]
@@ -276,6 +282,14 @@ def symptom(finding: Finding) -> str:
     raise ValueError(f"no sentence for the finding {kind!r}")
 
 
+def _over(measured: dict, nothing: str) -> str:
+    """Which layers a first-step ratio is over, and which it leaves out because they had nothing."""
+    over = measured["over"]
+    words = f"layer {_names(over)}" if len(over) == 1 else f"geometric mean over {_names(over)}"
+    without = measured["without"]
+    return words + (f"; {_names(without)} {nothing}, unlike the correct loop's" if without else "")
+
+
 def _names(names: tuple[str, ...]) -> str:
     return ", ".join(f"`{n}`" for n in names)
 
@@ -285,19 +299,31 @@ def symptoms(comparison: Comparison) -> list[str]:
 
 
 def fix_verdict(fix: str, comparison: Comparison) -> str:
-    """What the chosen fix did, from the fixed run against the correct one."""
+    """What the chosen fix did, from the fixed run against the correct one and the loop as shown
+    (`compare(fixed, correct, shown)`)."""
     label = FIXES[fix].label
     verdict = comparison.verdict
     if verdict == "matches":
         return f"**{label}**: the fixed loop trains exactly as the correct one: every logged loss is bit for bit equal."
     if verdict == "equivalent":
         return f"**{label}**: the fixed loop is within every threshold of the correct one, though not bit for bit."
-    sources = [symptom(f) for f in comparison.findings if not f.is_outcome]
+    sources = [symptom(f) for f in comparison.sources]
     outcomes = [symptom(f) for f in comparison.findings if f.is_outcome]
+    if verdict == "unchanged":
+        return (
+            f"**{label}** does not fix it: the loop ran bit for bit as shown (every logged loss, metric and "
+            "error the same). " + " ".join(sources + outcomes)
+        )
     if verdict == "hides":
         return (
-            f"**{label}** hides the symptom: the loss and the validation metric are within the thresholds of "
-            "the correct loop's, but the source is still there. " + " ".join(sources)
+            f"**{label}** hides the symptom: the loss and the validation metric are no worse than the correct "
+            "loop's by the thresholds, but the bench still measures a difference in how it trained. "
+            + " ".join(sources + outcomes)
+        )
+    if verdict == "better":
+        return (
+            f"**{label}**: the bench measures no difference in how it trained, and it ends outside the "
+            "thresholds on the better side. " + " ".join(outcomes)
         )
     return f"**{label}** does not fix it. " + " ".join(outcomes + sources)
 

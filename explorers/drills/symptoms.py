@@ -4,8 +4,13 @@ Each `Finding` is one way a run differs from the correct run, with the numbers t
 Nothing here knows which drill ran: the same readings are taken for every loop, so a bug a seed
 leaves harmless yields no finding, and the lab says so. A finding is about the *outcome* (the loss,
 the validation metric) or about a *source* (what the gradients, the modes, the memory, the data
-order did). A wrong fix that brings the outcome back while a source finding stays has hidden the
-symptom, not removed the bug.
+order did). An outcome finding is *harm* only on the worse side (a higher loss, a lower metric,
+divergence); a better-side one is reported, never counted against a fix.
+
+A fix is judged against the correct loop and against the loop as shown: a fix that trains bit for
+bit as the loop as shown changed nothing; one that raises or ends worse fails; one that ends no
+worse while a source finding stays has *hidden* the symptom, which needs a symptom to hide (the
+loop as shown raised or ended worse on this seed).
 """
 
 from __future__ import annotations
@@ -37,11 +42,25 @@ class Finding:
     def is_outcome(self) -> bool:
         return self.kind in OUTCOMES
 
+    @property
+    def is_harm(self) -> bool:
+        """An outcome on the worse side of the correct loop's: divergence, a higher loss, a lower metric."""
+        m = self.measured
+        if self.kind == "loss_gap":
+            return m["ratio"] > 1
+        if self.kind == "metric_gap":
+            return m["value"] < m["correct_value"]
+        return self.kind == "diverged"
+
 
 @dataclass(frozen=True)
 class Comparison:
     findings: tuple[Finding, ...]
     identical: bool  # every logged loss, every metric and the error equal to the correct run's, bit for bit
+    completed: bool = True  # the run raised nothing and reported every epoch the correct loop reported
+    # For a fixed loop, compared with the loop as shown too (compare(..., shown=)):
+    unchanged: bool = False  # every logged loss, metric and the error bit for bit the shown loop's
+    symptom_shown: bool = False  # the loop as shown raised, or ended worse than the correct loop
 
     def kinds(self) -> tuple[str, ...]:
         return tuple(f.kind for f in self.findings)
@@ -50,18 +69,32 @@ class Comparison:
         return next((f for f in self.findings if f.kind == kind), None)
 
     @property
+    def harmed(self) -> bool:
+        return not self.completed or any(f.is_harm for f in self.findings)
+
+    @property
+    def sources(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if not f.is_outcome)
+
+    @property
     def verdict(self) -> str:
-        """For a fixed loop: "matches" | "equivalent" | "hides" | "fails"."""
+        """For a fixed loop: "matches" | "equivalent" | "unchanged" | "fails" | "hides" | "better"."""
         if self.identical:
             return "matches"
+        if self.unchanged:
+            return "unchanged"
         if not self.findings:
             return "equivalent"
-        if not any(f.is_outcome for f in self.findings):
-            return "hides"
-        return "fails"
+        if self.harmed:
+            return "fails"
+        if self.sources:
+            return "hides" if self.symptom_shown else "fails"
+        return "better"  # outcome findings only, each on the better side
 
 
-def compare(run: Recording, correct: Recording) -> Comparison:
+def compare(run: Recording, correct: Recording, shown: Recording | None = None) -> Comparison:
+    """How `run` differs from `correct`; with `shown` (the loop as shown, when `run` is a fix), also whether the
+    fix changed anything and whether there was a symptom to hide."""
     findings = [
         finding
         for read in (
@@ -87,7 +120,16 @@ def compare(run: Recording, correct: Recording) -> Comparison:
         )
         if (finding := read(run, correct)) is not None
     ]
-    return Comparison(tuple(findings), _identical(run, correct))
+    completed = run.error is None and len(run.epochs) == len(correct.epochs)
+    if shown is None:
+        return Comparison(tuple(findings), _identical(run, correct), completed)
+    return Comparison(
+        tuple(findings),
+        _identical(run, correct),
+        completed,
+        unchanged=_identical(run, shown),
+        symptom_shown=compare(shown, correct).harmed,
+    )
 
 
 def _bits(values) -> list[str]:
@@ -246,31 +288,32 @@ def _not_in_optimizer(run: Recording, correct: Recording) -> Finding | None:
     return Finding("not_in_optimizer", {"parameters": tuple(missing)}) if missing else None
 
 
-def _first_step_ratio(run: Recording, correct: Recording, measure: str) -> tuple[float, int] | None:
-    """At the first step, from the same weights on the same batches: run / correct, geometric mean over layers."""
+def _first_step_ratio(run: Recording, correct: Recording, measure: str) -> dict[str, Any] | None:
+    """At the first step, from the same weights on the same batches: run / correct, geometric mean over the
+    layers where both are non-zero; the layers where only the correct loop's is non-zero are named apart."""
     if not run.steps or not correct.steps or run.steps[0].samples != correct.steps[0].samples:
         return None  # another first batch (another batch size, another order): nothing to compare the step with
     mine, theirs = getattr(run.steps[0], measure), getattr(correct.steps[0], measure)
-    ratios = [mine[layer] / theirs[layer] for layer in mine if theirs.get(layer) and mine[layer]]
-    if not ratios:
+    over = tuple(layer for layer in theirs if theirs[layer] and mine.get(layer))
+    if not over:
         return None
-    return math.exp(statistics.fmean(math.log(r) for r in ratios)), len(ratios)
+    ratio = math.exp(statistics.fmean(math.log(mine[layer] / theirs[layer]) for layer in over))
+    if UPDATE_GAP > ratio > 1 / UPDATE_GAP:
+        return None
+    without = tuple(layer for layer in theirs if theirs[layer] and not mine.get(layer))
+    return {"ratio": ratio, "over": over, "without": without}
 
 
 def _gradient_gap(run: Recording, correct: Recording) -> Finding | None:
     """What backward produced for the first step (before any clipping or step), against the correct loop's."""
     found = _first_step_ratio(run, correct, "fresh_norms")
-    if found and (found[0] >= UPDATE_GAP or found[0] <= 1 / UPDATE_GAP):
-        return Finding("gradient_gap", {"ratio": found[0], "layers": found[1]})
-    return None
+    return Finding("gradient_gap", found) if found else None
 
 
 def _update_gap(run: Recording, correct: Recording) -> Finding | None:
     """How much farther (or less far) the first step moved the weights than the correct loop's first step."""
     found = _first_step_ratio(run, correct, "update_ratios")
-    if found and (found[0] >= UPDATE_GAP or found[0] <= 1 / UPDATE_GAP):
-        return Finding("update_gap", {"ratio": found[0], "layers": found[1]})
-    return None
+    return Finding("update_gap", found) if found else None
 
 
 def _eval_epochs(r: Recording) -> list[int]:

@@ -25,7 +25,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from explorers import drills
-from explorers.drills import harness, lesson
+from explorers.drills import harness, lesson, symptoms
 from explorers.drills.experiment import DrillOptions, run_loop
 from tests.claims.falsify import falsifies
 from tests.zoo import ZOO, call
@@ -124,16 +124,43 @@ def test_the_right_fix_trains_bit_for_bit_as_a_plain_torch_reference(name, seed)
     assert got == expected["epochs"]
 
 
+def _bits(r: harness.Recording) -> tuple:
+    return [v.hex() for v in r.losses], [(e.reported, e.train_metric, e.val_metric) for e in r.epochs], r.error
+
+
+def _worse(r: harness.Recording, correct: harness.Recording) -> bool:
+    """Recomputed here from the recordings: raised, diverged, or ended worse than the correct loop by the lab's
+    thresholds (the last epoch's mean logged loss, the final validation metric)."""
+    if r.error or not all(math.isfinite(v) for v in r.losses):
+        return True
+    per_epoch = len(correct.losses) // len(correct.epochs)
+    loss, correct_loss = (sum(x.losses[-per_epoch:]) / per_epoch for x in (r, correct))
+    return (
+        loss >= correct_loss * (1 + symptoms.LOSS_GAP)
+        or r.epochs[-1].val_metric <= correct.epochs[-1].val_metric - symptoms.METRIC_GAP
+    )
+
+
 @pytest.mark.parametrize(("name", "seed"), CASES)
-def test_the_buggy_run_shows_what_the_catalogue_expects_and_every_wrong_fix_does_not_match(name, seed):
+def test_the_buggy_run_shows_what_the_catalogue_expects_and_every_wrong_fix_is_judged_by_its_run(name, seed):
     drill = drills.DRILLS[name]
     correct = run_loop(DrillOptions(name, seed).correct).recording
-    buggy = drills.compare(run_loop(DrillOptions(name, seed)).recording, correct)
+    shown = run_loop(DrillOptions(name, seed)).recording
+    buggy = drills.compare(shown, correct)
     assert set(drill.shows) <= set(buggy.kinds()), buggy.kinds()
     assert not buggy.identical
     for decoy in drill.decoys:
-        fixed = drills.compare(run_loop(DrillOptions(name, seed, decoy)).recording, correct)
-        assert fixed.verdict in ("fails", "hides"), (decoy, fixed.kinds())
+        fixed = run_loop(DrillOptions(name, seed, decoy)).recording
+        judged = drills.compare(fixed, correct, shown)
+        words = lesson.fix_verdict(decoy, judged)
+        assert judged.verdict in ("fails", "hides", "unchanged"), (decoy, judged.kinds())
+        if _bits(fixed) == _bits(shown):  # an edit that changed nothing the loop logged fixed nothing
+            assert judged.verdict == "unchanged" and "does not fix it" in words, decoy
+        if judged.verdict == "hides":  # a symptom to hide, gone, while a source reading stays
+            assert _worse(shown, correct) and not _worse(fixed, correct) and judged.sources, decoy
+            assert _bits(fixed) != _bits(shown)
+        if judged.verdict == "fails":  # by what the run did: raised, ended worse, or a source reading stays
+            assert _worse(fixed, correct) or judged.sources, decoy
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -166,6 +193,35 @@ def test_the_errors_quoted_are_the_ones_pytorch_raises_for_the_same_ops():
                 run_loop(DrillOptions(name, 0)).recording, run_loop(DrillOptions(name, 0).correct).recording
             ).finding("error")
         )
+
+
+def test_a_warning_pytorch_gives_once_per_process_is_read_on_every_run():
+    def warned() -> bool:  # the loop's float() of a tensor that requires grad, here
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            float(nn.Linear(2, 1)(torch.ones(1, 2)).sum())
+        return bool(caught)
+
+    warned()
+    assert not warned()  # PyTorch gives this warning once per process
+    first, second = (run_loop(DrillOptions("loss_tensor_summed", 0)).recording for _ in range(2))
+    assert first.warnings == second.warnings and any("requires_grad=True to a scalar" in w for w in second.warnings)
+    assert not torch.is_warn_always_enabled()  # the bench puts the flag back
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_first_step_ratio_is_over_the_layers_named_and_names_those_that_did_not_move(seed):
+    correct = run_loop(DrillOptions("detached_body", seed).correct).recording
+    fixed = run_loop(DrillOptions("detached_body", seed, "raise_lr")).recording
+    update = drills.compare(fixed, correct).finding("update_gap")
+    moved = [layer for layer, r in fixed.steps[0].update_ratios.items() if r]
+    assert moved == ["head"] and update.measured["over"] == ("head",)
+    assert update.measured["ratio"] == pytest.approx(
+        fixed.steps[0].update_ratios["head"] / correct.steps[0].update_ratios["head"]
+    )
+    sentence = lesson.symptom(update)
+    assert "layer `head`" in sentence and "geometric mean" not in sentence
+    assert "`body.fc`" in sentence and "`body.bn`" in sentence and "did not move" in sentence
 
 
 def test_a_seed_with_nothing_to_show_says_so():
@@ -258,6 +314,11 @@ def test_eval_turns_dropout_off_and_freezes_batchnorm_and_no_grad_changes_neithe
     rrelu, rrelu_batch = ZOO["rrelu"].build(0)  # scope: another module reads the flag its own way
     rrelu.eval()
     assert torch.equal(rrelu(rrelu_batch), rrelu(rrelu_batch))
+    untracked = nn.BatchNorm1d(4, track_running_stats=False, affine=False).eval()  # scope: no running statistics
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(0)) * 3 + 5
+    own = (x - x.mean(0)) / torch.sqrt(x.var(0, unbiased=False) + untracked.eps)
+    assert untracked.running_mean is None
+    torch.testing.assert_close(untracked(x), own)  # the batch's own statistics, in eval() too
 
 
 @falsifies(STATEMENTS["softmax_in_cross_entropy"])
@@ -288,6 +349,7 @@ def test_mse_of_n_by_1_against_n_averages_every_pair_and_warns(n, reduction):
     assert any("target size" in str(w.message) for w in caught)
     pairs = (prediction - target[None, :]).pow(2)  # (N, N)
     torch.testing.assert_close(loss, pairs.mean() if reduction == "mean" else pairs.sum())
+    assert reduction == "mean" or "reduction='sum', adds them" in STATEMENTS["mse_broadcast"].text
     if n == 1:
         torch.testing.assert_close(loss, F.mse_loss(prediction.squeeze(1), target, reduction=reduction))
     else:  # the best any prediction can do is the targets' mean
@@ -314,9 +376,14 @@ def test_parameters_reached_only_through_a_detached_tensor_get_none(name):
     if loss.grad_fn is None:
         return  # everything was behind the detached tensor: no path at all
     loss.backward()
-    for p in model.parameters():
-        if id(p) in behind and id(p) not in other and not _reached_directly(model, p):
-            assert p.grad is None
+    only_behind = [
+        p for p in model.parameters() if id(p) in behind and id(p) not in other and not _reached_directly(model, p)
+    ]
+    assert all(p.grad is None for p in only_behind)
+    for p in model.parameters():  # as zero_grad(set_to_none=False) leaves them after a step
+        p.grad = torch.zeros_like(p)
+    _forward_loss(specimen, model, batch).backward()
+    assert all(p.grad is not None and not p.grad.any() for p in only_behind)
 
 
 def _reached_directly(model, parameter) -> bool:
@@ -344,6 +411,27 @@ def test_undivided_micro_batch_losses_give_k_times_the_mean_gradient(name):
     for n in whole:
         torch.testing.assert_close(divided[n], whole[n])
         torch.testing.assert_close(undivided[n], k * whole[n])
+
+
+@falsifies(STATEMENTS["accumulation_sum"])
+def test_accumulation_gives_the_mean_of_micro_batch_losses_which_batchnorm_in_training_parts_from_one_batch():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 1)).train()
+    batches = [torch.randn(6, 8) * (1 + i) for i in range(3)]
+
+    def grads(losses) -> list[torch.Tensor]:
+        model.zero_grad()
+        sum(losses).backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    micro = [model(b).pow(2).mean() for b in batches]
+    mean_of_micro = grads([sum(micro) / 3])
+    divided = grads([model(b).pow(2).mean() / 3 for b in batches])
+    for got, want in zip(divided, mean_of_micro, strict=True):
+        torch.testing.assert_close(got, want)
+    one_batch = grads([model(torch.cat(batches)).pow(2).mean()])
+    assert not torch.allclose(divided[0], one_batch[0], rtol=1e-3)  # each micro-batch normalised by its own stats
+    assert "BatchNorm in train()" in STATEMENTS["accumulation_sum"].scope
 
 
 @falsifies(STATEMENTS["sgd_step_scales"], STATEMENTS["accumulation_sum"])
@@ -384,6 +472,33 @@ def test_clipping_scales_every_gradient_by_one_factor(name):
         for n, p in model.named_parameters():
             if n in before:
                 torch.testing.assert_close(p.grad, before[n] * factor)
+
+
+@falsifies(STATEMENTS["clipping_scales"])
+@pytest.mark.parametrize("name", ["plain_mlp", "custom_function", "tied_weights", "dict_model"])
+def test_clipping_bounds_a_plain_sgd_step_but_not_adams_first_step(name):
+    specimen, lr = ZOO[name], 0.1
+    steps = {}
+    for optimizer, clip in ((torch.optim.SGD, True), (torch.optim.Adam, True), (torch.optim.Adam, False)):
+        model, batch = specimen.build(0)
+        model.eval()
+        start = [p.detach().clone() for p in model.parameters()]
+        opt = optimizer(model.parameters(), lr=lr)
+        _forward_loss(specimen, model, batch).backward()
+        total = math.sqrt(sum(float(p.grad.double().pow(2).sum()) for p in model.parameters() if p.grad is not None))
+        max_norm = total / 100
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        opt.step()
+        moved = [p.detach() - s for p, s in zip(model.parameters(), start, strict=True)]
+        steps[optimizer, clip] = (math.sqrt(sum(float(m.double().pow(2).sum()) for m in moved)), max_norm, moved)
+    sgd, clipped_adam = steps[torch.optim.SGD, True], steps[torch.optim.Adam, True]
+    adam = steps[torch.optim.Adam, False]
+    assert sgd[0] <= lr * sgd[1] * (1 + 1e-4)
+    assert clipped_adam[0] > 10 * lr * clipped_adam[1]  # far past lr × max_norm
+    assert clipped_adam[0] == pytest.approx(adam[0], rel=0.01)  # the factor cancels in m / sqrt(v), up to eps
+    for a, b in zip(clipped_adam[2], adam[2], strict=True):  # eps counts only where a gradient is tiny
+        torch.testing.assert_close(a, b, rtol=0, atol=lr * 0.01)
 
 
 @falsifies(STATEMENTS["in_place_saved"])
