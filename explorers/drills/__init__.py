@@ -9,9 +9,9 @@
 - `check(name, lines, fix)`: the answer scored (lines found, fix right);
 - `run_loop(DrillOptions(name, seed, fix))`: one loop with any offered fix applied, as the lab runs it.
 
-What to expect: a right fix trains bit for bit as the correct loop; a wrong one fails, or hides
-the symptom while a reading (a gradient at a step, a mode, memory, the data order) shows the bug
-is still there.
+What to expect: a right fix trains bit for bit as the correct loop. `compare(fixed, correct, shown)`
+judges a wrong one: unchanged (bit for bit the loop as shown), fails, or hides the symptom (it ends
+no worse while a reading, a gradient at a step, a mode, memory, the data order, still differs).
 
     from explorers import drills
     pair = drills.run("forgot_zero_grad", seed=0)
