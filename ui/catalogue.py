@@ -87,6 +87,13 @@ LABS = (
         "pages/10_Real_scale.py",
     ),
     Lab(
+        "compile",
+        "Compile",
+        "Would torch.compile speed up this training step: where does it break, recompile and pay back?",
+        ":material/bolt:",
+        "pages/13_Compile.py",
+    ),
+    Lab(
         "drills",
         "Fix the loop",
         "This loop trains badly: can you find the bug from its symptoms, and prove the fix?",

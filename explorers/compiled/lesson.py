@@ -1,0 +1,190 @@
+"""The compile lab's sentences: each about this run built from a result field, each general one a Statement.
+
+A sentence about the run reads dynamo's and inductor's own reports held in the result (the graphs
+and breaks `explain` returned, the graphs the backend was handed and called per step, dynamo's
+recompile log, the stopwatch); with no witness there is no sentence. What compilation *is* is
+said by the Statements below, each with its scope and source, tried by tests/claims/test_compiled.py.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+from explorers.compiled.breaks import GraphBreaks
+from explorers.compiled.experiment import DYNAMIC, Analysis, PayoffRun
+from explorers.compiled.recompiles import Recompiles
+from explorers.statements import Statement
+
+GRAPH_BREAKS_DOC = "https://docs.pytorch.org/docs/stable/torch.compiler_troubleshooting.html"
+RECOMPILATION_DOC = "https://docs.pytorch.org/docs/stable/torch.compiler_dynamic_shapes.html"
+STATEMENTS: dict[str, Statement] = {
+    "break_splits": Statement(
+        text=(
+            "A graph break does not stop compilation: dynamo ends the graph before the line it cannot trace, "
+            "runs that line in Python, and compiles what follows as another graph."
+        ),
+        scope="torch.compile with fullgraph=False (the default); fullgraph=True raises at a break that it "
+        "cannot trace instead",
+        source=f"{GRAPH_BREAKS_DOC} and torch/_dynamo/symbolic_convert.py",
+    ),
+    "guards": Statement(
+        text=(
+            "Each compiled graph carries guards on what it assumed (input sizes and dtypes, Python values it "
+            "read, such as a global or a float from `.item()`). A call that fails every cached graph's guards "
+            "is compiled again; past `torch._dynamo.config.recompile_limit` recompiles of one frame (8 by "
+            "default), dynamo stops compiling it and runs it eagerly."
+        ),
+        scope="per code object (a function or a resumed part after a break); the limit counts graphs kept "
+        "for it, not calls",
+        source=f"{RECOMPILATION_DOC} and torch/_dynamo/guards.py, convert_frame.py",
+    ),
+    "dynamic": Statement(
+        text=(
+            "`dynamic=False` compiles a graph for each new input size; `dynamic=True` compiles sizes as "
+            "symbols from the first call; `dynamic=None` (the default) starts static and, when a size "
+            "changes, recompiles once with that size as a symbol (automatic dynamic)."
+        ),
+        scope="sizes other than 0 and 1, which dynamo specialises in every mode; torch.compile's inputs",
+        source=f"{RECOMPILATION_DOC}",
+    ),
+    "first_call": Statement(
+        text=(
+            "`torch.compile` compiles lazily: the first call of the compiled function traces and builds it, "
+            "so the first step pays the compile and later steps that pass the guards reuse the result."
+        ),
+        scope="each new guard failure pays again; inductor's on-disk cache can make a later process's compile faster",
+        source="https://docs.pytorch.org/docs/stable/generated/torch.compile.html",
+    ),
+}
+
+PREDICT_CHOICES = ["None", "1", "2", "More than 2"]
+PAYOFF_COLD = (
+    "Not measured yet for this model and width. Compiling with inductor takes tens of seconds on this "
+    "machine the first time; the result is then kept for every visitor to the same setting."
+)
+
+
+def predict_question(analysis: Analysis) -> str:
+    o = analysis.options
+    return (
+        f"Over {o.steps} calls with `dynamic={DYNAMIC_NAMES[o.dynamic]}` and `recompile_limit={o.recompile_limit}`, "
+        "how many graphs will dynamo hand the backend to compile?"
+    )
+
+
+def predicted_answer(analysis: Analysis) -> str:
+    graphs = analysis.recompiles.graphs
+    return PREDICT_CHOICES[min(graphs, 3)]
+
+
+def explain(analysis: Analysis) -> list[str]:
+    """The Statements this run bears on, chosen by what it witnessed."""
+    keys = ["first_call"]
+    if analysis.breaks.breaks:
+        keys.append("break_splits")
+    if any(s.reasons for s in analysis.recompiles.steps) or analysis.recompiles.limit_hit:
+        keys.append("guards")
+    if len({s.batch_size for s in analysis.recompiles.steps}) > 1:
+        keys.append("dynamic")
+    return [STATEMENTS[k].text for k in keys]
+
+
+DYNAMIC_NAMES = {name: str(value) for name, value in DYNAMIC.items()}
+
+
+def _where(file: str, line_number: int) -> str:
+    return f"{os.path.basename(file)}:{line_number}" if file else "an unknown line"
+
+
+def breaks_sentences(found: GraphBreaks) -> list[str]:
+    if not found.breaks:
+        return [f"`torch._dynamo.explain` captured the forward as {found.graphs} graph, with no break."]
+    lines = [
+        f"`torch._dynamo.explain` captured {found.graphs} graphs with {found.break_count} "
+        f"break{'s' * (found.break_count != 1)} between them; ops per graph: "
+        + ", ".join(map(str, found.ops_per_graph))
+        + "."
+    ]
+    for b in found.breaks:
+        lines.append(f"Break at `{b.line}` ({_where(b.file, b.line_number)}): dynamo says *{b.reason}*.")
+    return lines
+
+
+def fullgraph_sentence(analysis: Analysis) -> str:
+    error, breaks = analysis.fullgraph_error, analysis.breaks.break_count
+    if error:
+        return f"With `fullgraph=True`, PyTorch raised *{error.splitlines()[0]}*"
+    if breaks:
+        return (
+            f"With `fullgraph=True` this forward compiled without an error, although `explain` reported "
+            f"{breaks} break{'s' * (breaks != 1)} with the default settings."
+        )
+    return "With `fullgraph=True` this forward compiled as one graph, without an error."
+
+
+def _calls(numbers: tuple[int, ...] | list[int]) -> str:
+    numbers = list(numbers)
+    if len(numbers) == 1:
+        return f"call {numbers[0]}"
+    if numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) > 2:
+        return f"calls {numbers[0]} to {numbers[-1]}"
+    return f"calls {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
+
+
+def dynamic_words(dynamic: bool | None) -> str:
+    return f"`dynamic={dynamic}`"
+
+
+def recompile_sentences(r: Recompiles) -> list[str]:
+    compiled_at = [i for i, s in enumerate(r.steps, 1) if s.graphs_compiled]
+    lines = [
+        f"Over {len(r.steps)} calls with {dynamic_words(r.dynamic)}, dynamo handed the backend {r.graphs} "
+        f"graph{'s' * (r.graphs != 1)} to compile, at {_calls(compiled_at)}."
+    ]
+    reasons = [(i, s.reasons[0]) for i, s in enumerate(r.steps, 1) if s.reasons]
+    if reasons:
+        step, reason = reasons[0]
+        lines.append(f"Call {step} recompiled because a guard failed: `{' '.join(reason.split())}`.")
+    most = max((s.graph_calls for s in r.steps), default=0)
+    fewer = [i for i, s in enumerate(r.steps, 1) if s.graph_calls < most]
+    if r.limit_hit:
+        lines.append(f"Dynamo stopped recompiling at its limit of {r.recompile_limit}: *{r.limit_hit}*.")
+    if fewer and most:
+        eager = set(r.eager_steps)
+        part = "no compiled graph: the whole forward ran eagerly" if set(fewer) <= eager else "fewer compiled graphs"
+        lines.append(
+            f"{_calls(fewer).capitalize()} ran {part} (other calls ran up to {most} compiled graph{'s' * (most != 1)})."
+        )
+    return lines
+
+
+def _ms(value: float) -> str:
+    return f"{value:.2f} ms" if value < 100 else f"{value:.0f} ms"
+
+
+def payoff_sentences(run: PayoffRun) -> list[str]:
+    p = run.payoff
+    gain, margin = p.gain
+    lines = [
+        f"The first compiled step took {p.first_compiled_s:.1f} s (the compile and one step; {p.backend}, C++ by "
+        f"{p.compiler}, {p.cache_hits} inductor cache hit{'s' * (p.cache_hits != 1)}"
+        + ("; this worker's first inductor compile, loading inductor too" if run.first_in_process else "")
+        + f"), against {_ms(p.first_eager_s * 1e3)} for the first eager step.",
+        f"After warm-up, over {len(p.eager_ms)} alternating steps, a step took {_ms(p.compiled_mean_ms)} compiled "
+        f"against {_ms(p.eager_mean_ms)} eager (difference {gain:+.2f} ms ± {margin:.2f}).",
+    ]
+    if p.break_even is not None:
+        lines.append(f"At that gain the compile is paid back after {p.break_even} steps.")
+    elif gain > 0 or abs(gain) <= margin:
+        lines.append("The difference is within its noise margin: this run shows no break-even.")
+    else:
+        lines.append("Compiled steps were slower than eager ones on this run: the compile does not pay back here.")
+    if p.loss_gap > 0:
+        lines.append(f"The last step's loss differed by {p.loss_gap:.2g} between eager and compiled.")
+    return lines
+
+
+def break_even_words(run: PayoffRun) -> str:
+    steps = run.payoff.break_even
+    return "none on this run" if steps is None or not math.isfinite(steps) else f"{steps} steps"
