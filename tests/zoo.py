@@ -20,6 +20,8 @@ What each one is for:
 - no_grad_inside: part of forward runs under torch.no_grad().
 - integer_first_output: returns (argmax indices, logits): the first output has no gradient.
 - plain_mlp: the ordinary case, BatchNorm and Dropout included.
+- branch_in_submodule: a submodule branches on a tensor's value (a graph break for torch.compile,
+  inside a child module, not at the top of forward).
 """
 
 from __future__ import annotations
@@ -186,6 +188,24 @@ class IntegerFirstOutput(nn.Module):
         return logits.argmax(-1), logits
 
 
+class _Gate(nn.Module):
+    def forward(self, x):
+        if x.mean() > 0:  # a branch on a tensor's value
+            return x * 2
+        return -x
+
+
+class BranchInSubmodule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = nn.Linear(FEATURES, HIDDEN)
+        self.gate = _Gate()
+        self.second = nn.Linear(HIDDEN, CLASSES)
+
+    def forward(self, x):
+        return self.second(self.gate(self.first(x)))
+
+
 def _frozen() -> nn.Module:
     model = nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, CLASSES))
     return model.requires_grad_(False)
@@ -214,6 +234,7 @@ ZOO: dict[str, Specimen] = {
         Specimen("frozen", _frozen, _rows),
         Specimen("no_grad_inside", NoGradInside, _rows),
         Specimen("integer_first_output", IntegerFirstOutput, _rows),
+        Specimen("branch_in_submodule", BranchInSubmodule, _rows),
         Specimen(
             "plain_mlp",
             lambda: nn.Sequential(

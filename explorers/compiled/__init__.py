@@ -7,11 +7,11 @@
   presets (a clean model, a data-dependent branch, `.item()` in forward, a new shape every step,
   a Python counter read from a global), as the page runs them.
 
-`explain` and `payoff` run in a forked child process: dynamo's caches and config, inductor's
-caches, the RNG and the default dtype of the caller stay as they were, and the caller's model
-is never touched. Batches follow explorers.batches: a tensor is `model(x)`, a tuple `model(*x)`,
-a dict `model(**x)` (Hugging Face style); without `targets`, a dict batch's model output must
-carry `.loss` (or `["loss"]`), which is what the step minimises.
+`explain` and `payoff` run in a forked child process on one thread (see explorers/compiled/isolated.py):
+dynamo's caches and config, inductor's caches, the RNG and the default dtype of the caller stay
+as they were, and the caller's model is never touched. Batches follow explorers.batches: a
+tensor is `model(x)`, a tuple `model(*x)`, a dict `model(**x)` (Hugging Face style); without
+`targets`, the model's output must carry `.loss` (or `["loss"]`), which the step minimises.
 
     from explorers import compiled
     compiled.explain(model, x).breaks

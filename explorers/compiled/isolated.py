@@ -5,6 +5,10 @@ compile changes dynamo's and inductor's state; a notebook's own compiled models 
 caches. A forked child gets a copy of the caller's memory (its model included, nothing pickled),
 does the work, sends back plain data and exits; the caller's caches, config, RNG and default
 dtype are as they were. A child past its time limit is killed.
+
+The child computes on one thread: OpenMP's thread pool does not survive a fork, and a forked child
+that enters a parallel region its parent had used hangs (measured: `explain` after a run in the
+parent never returned), which is why DataLoader's forked workers use one thread too.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ TIMEOUT_S = 300.0
 
 def _child(conn, fn: Callable, args: tuple, kwargs: dict) -> None:
     lifeline.kill_me_with_my_parent()
+    import torch
+
+    torch.set_num_threads(1)
     try:
         conn.send(("ok", fn(*args, **kwargs)))
     except BaseException as error:  # noqa: BLE001  (sent back to be raised in the caller)

@@ -50,11 +50,14 @@ STATEMENTS: dict[str, Statement] = {
     ),
     "first_call": Statement(
         text=(
-            "`torch.compile` compiles lazily: the first call of the compiled function traces and builds it, "
-            "so the first step pays the compile and later steps that pass the guards reuse the result."
+            "`torch.compile` compiles lazily: a call whose inputs and state pass no cached graph's guards is "
+            "traced and compiled then, so the first call pays the compile and later calls that pass the "
+            "guards reuse what it built."
         ),
-        scope="each new guard failure pays again; inductor's on-disk cache can make a later process's compile faster",
-        source="https://docs.pytorch.org/docs/stable/generated/torch.compile.html",
+        scope="a forward that changes Python state it reads fails its guards on the next call and compiles "
+        "again (a Hugging Face BERT classifier sets config.problem_type on its first call with labels); a module "
+        "dynamo does not trace (nn.LSTM unless torch._dynamo.config.allow_rnn) runs eagerly with nothing compiled",
+        source="https://docs.pytorch.org/docs/stable/generated/torch.compile.html and torch/_dynamo/config.py",
     ),
 }
 
@@ -169,17 +172,21 @@ def payoff_sentences(run: PayoffRun) -> list[str]:
     lines = [
         f"The first compiled step took {p.first_compiled_s:.1f} s (the compile and one step; {p.backend}, C++ by "
         f"{p.compiler}, {p.cache_hits} inductor cache hit{'s' * (p.cache_hits != 1)}"
-        + ("; this worker's first inductor compile, loading inductor too" if run.first_in_process else "")
+        + ("; the first inductor compile in this worker process" if run.first_in_process else "")
         + f"), against {_ms(p.first_eager_s * 1e3)} for the first eager step.",
-        f"After warm-up, over {len(p.eager_ms)} alternating steps, a step took {_ms(p.compiled_mean_ms)} compiled "
-        f"against {_ms(p.eager_mean_ms)} eager (difference {gain:+.2f} ms ± {margin:.2f}).",
+        f"After warm-up, over {len(p.eager_ms)} alternating steps on {p.threads} "
+        f"thread{'s' * (p.threads != 1)}, a step took {_ms(p.compiled_mean_ms)} compiled against "
+        f"{_ms(p.eager_mean_ms)} eager (difference {gain:+.2f} ms ± {margin:.2f}).",
     ]
     if p.break_even is not None:
         lines.append(f"At that gain the compile is paid back after {p.break_even} steps.")
     elif gain > 0 or abs(gain) <= margin:
         lines.append("The difference is within its noise margin: this run shows no break-even.")
     else:
-        lines.append("Compiled steps were slower than eager ones on this run: the compile does not pay back here.")
+        lines.append(
+            "Compiled steps were slower than eager ones, beyond the noise: at these step times compiling "
+            "costs more than it saves."
+        )
     if p.loss_gap > 0:
         lines.append(f"The last step's loss differed by {p.loss_gap:.2g} between eager and compiled.")
     return lines

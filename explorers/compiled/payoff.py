@@ -25,7 +25,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch._dynamo as dynamo
@@ -49,7 +49,7 @@ class Payoff:
     compiler: str  # the C++ compiler inductor used, as it names it
     cache_hits: int  # inductor's FX-graph cache hits during the compile (0 for a cold compile)
     loss_gap: float  # |eager − compiled| loss at the last step: compiled code computes the same step
-    extras: dict = field(default_factory=dict)
+    threads: int = 1  # torch's intra-op threads while it was timed
 
     @property
     def eager_mean_ms(self) -> float:
@@ -145,4 +145,5 @@ def payoff(
         _compiler(),
         hits,
         abs(losses[0] - losses[1]),
+        torch.get_num_threads(),
     )
