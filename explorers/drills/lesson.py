@@ -20,7 +20,8 @@ STATEMENTS: dict[str, Statement] = {
     "grad_accumulates": Statement(
         text=(
             "`backward()` adds each parameter's gradient into its `.grad`; it does not clear what is there. "
-            "Without `zero_grad()` between two steps, the second step uses the sum of both batches' gradients."
+            "Without `zero_grad()` between two steps, the second step uses the sum of both batches' gradients "
+            "(of what `.grad` held after the first step, if something such as clipping rescaled it in place)."
         ),
         scope="leaf tensors that require grad (parameters); a non-leaf tensor keeps no .grad unless retain_grad()",
         source=f"{AUTOGRAD} and torch/optim/optimizer.py: Optimizer.zero_grad",
@@ -39,7 +40,8 @@ STATEMENTS: dict[str, Statement] = {
             "An optimizer keeps the parameter tensors it was given when it was built. A layer assigned to the "
             "model afterwards brings new tensors: the optimizer's `step()` and `zero_grad()` never touch them."
         ),
-        scope="until the new parameters are added with optimizer.add_param_group or a new optimizer is built",
+        scope="until the new parameters are added with optimizer.add_param_group or a new optimizer is built; a "
+        "new layer that reuses a Parameter the optimizer holds (a tied weight) is stepped through that Parameter",
         source="torch/optim/optimizer.py: Optimizer.__init__ and add_param_group",
     ),
     "train_eval": Statement(
@@ -58,7 +60,8 @@ STATEMENTS: dict[str, Statement] = {
             "[0, 1], it takes a softmax of a softmax: with C classes its loss cannot fall below "
             "log(1 + (C − 1)/e) (0.744 for 4 classes), however right the model is."
         ),
-        scope="class-index targets without label smoothing or weights; inputs in [0, 1]",
+        scope="class-index targets without label smoothing or weights, not all of them ignore_index (then the "
+        "summed loss is 0); inputs in [0, 1]",
         source="https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html",
     ),
     "mse_broadcast": Statement(
@@ -84,27 +87,35 @@ STATEMENTS: dict[str, Statement] = {
         text=(
             "Over k micro-batches, backward on each undivided loss leaves k times the gradient of the mean of "
             "the k losses; dividing each loss by k leaves that gradient, up to float rounding. With equal "
-            "micro-batches of samples that do not interact, that is the gradient of one batch of them all. "
+            "micro-batches of samples that do not interact, and an unweighted mean, that is the gradient of one "
+            "batch of them all. "
             "Plain SGD's step is lr times the gradient, so an undivided loss is k times the learning rate."
         ),
         scope="reduction='mean' for the one-batch equality, which BatchNorm in train() breaks (it normalises "
-        "each micro-batch by its own statistics); SGD without momentum or weight decay for the step (momentum "
+        "each micro-batch by its own statistics), and so do class weights and ignore_index (each micro-batch's "
+        "mean divides by its own weight sum or count); SGD without momentum or weight decay for the step (momentum "
         "and Adam respond otherwise)",
         source="torch/optim/sgd.py; https://pytorch.org/docs/stable/notes/amp_examples.html#gradient-accumulation",
     ),
     "sgd_step_scales": Statement(
-        text="Plain SGD moves each parameter by lr × its gradient: the step grows in proportion to the learning rate.",
-        scope="torch.optim.SGD without momentum, weight decay or nesterov, on the same gradient",
+        text=(
+            "Plain SGD moves each parameter by lr × its gradient: the step grows in proportion to the learning "
+            "rate, up to float rounding."
+        ),
+        scope="torch.optim.SGD without momentum, weight decay or nesterov, on the same gradient; a step far below "
+        "a weight's float precision rounds away (float32 w = 1024 does not move for lr × g = 1e-6)",
         source="torch/optim/sgd.py",
     ),
     "clipping_scales": Statement(
         text=(
             "`clip_grad_norm_` multiplies every gradient by one factor, max_norm / (total norm + 1e-6) capped "
-            "at 1: above max_norm the gradients' total norm becomes max_norm, below it they stay as they are. "
+            "at 1: above max_norm the gradients' total norm becomes max_norm (up to that 1e-6, which also scales "
+            "a norm just under max_norm by a hair), well below it they stay as they are. "
             "It changes nothing that produced the gradient. Plain SGD's step is then at most lr × max_norm; "
             "Adam divides by its own running gradient size, so clipping does not bound its step that way."
         ),
-        scope="the 2-norm over all the parameters passed, error_if_nonfinite=False; the Adam remark for its "
+        scope="the 2-norm over all the parameters passed, finite gradients (a nan or inf total norm makes the "
+        "factor nan or 0 with error_if_nonfinite=False); the Adam remark for its "
         "first step, where scaling every gradient by one factor leaves the step as it was (up to eps)",
         source="torch/nn/utils/clip_grad.py: clip_grad_norm_",
     ),
@@ -114,8 +125,10 @@ STATEMENTS: dict[str, Statement] = {
             "raises *one of the variables needed for gradient computation has been modified by an inplace "
             "operation*. Doing it under `torch.no_grad()` still bumps the counter; `retain_graph` does not help."
         ),
-        scope="tensors saved by PyTorch's own backward formulas (sigmoid and softmax save their output); ops "
-        "that save nothing (add) do not check",
+        scope="tensors saved by PyTorch's own backward formulas (sigmoid and softmax save their output) and "
+        "changed through the tensor itself; ops that save nothing (add) do not check, a saved_tensors_hooks pack "
+        "that copies is not checked, and a change through .data bumps no counter: the gradient is then silently "
+        "wrong",
         source=f"{AUTOGRAD}#in-place-operations-with-autograd",
     ),
     "set_epoch": Statement(
@@ -132,8 +145,8 @@ STATEMENTS: dict[str, Statement] = {
             "value per channel: a batch of one sample raises *Expected more than 1 value per channel when "
             "training*. `drop_last=True` drops the short last batch."
         ),
-        scope="nn.BatchNorm1d on (N, C) input in train(); in eval() it uses the running statistics and a batch "
-        "of one works",
+        scope="nn.BatchNorm1d on (N, C) input in train(); in eval() with running statistics (the default) a "
+        "batch of one works, and with track_running_stats=False it raises in eval() too",
         source="torch/nn/functional.py: _verify_batch_size",
     ),
     "graph_keeps_saved": Statement(
@@ -148,7 +161,8 @@ STATEMENTS: dict[str, Statement] = {
     "unshuffled_order": Statement(
         text=(
             "With `shuffle=False` a DataLoader reads the samples in index order, the same order every epoch: "
-            "data stored class by class arrives as batches of one class."
+            "data stored class by class arrives as batches of one class, but for the batches that straddle a "
+            "boundary between two classes."
         ),
         scope="the default sequential sampler; a sampler passed explicitly decides the order itself",
         source="torch/utils/data/dataloader.py and sampler.py: SequentialSampler",
@@ -269,8 +283,9 @@ def symptom(finding: Finding) -> str:
         return f"Validation ran with Dropout or BatchNorm in training mode in {_epochs(m['epochs'])}{stats}."
     if kind == "memory_growth":
         return (
-            f"Live tensor bytes grew by {format_bytes(m['bytes'])} over the {m['forwards']} forwards of epoch "
-            f"{m['epoch']}'s {m['phase']}, against {format_bytes(m['correct_bytes'])} in the correct loop."
+            f"Over the {m['forwards']} forwards of epoch {m['epoch']}'s {m['phase']}, live tensor bytes rose up to "
+            f"{format_bytes(m['bytes'])} above what was live after the first of them, against "
+            f"{format_bytes(m['correct_bytes'])} in the correct loop."
         )
     if kind == "same_order":
         return f"The {_epochs(m['epochs'])} read the same {m['samples']} samples in the same order as epoch 1."

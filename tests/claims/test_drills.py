@@ -595,3 +595,126 @@ def test_shuffle_false_reads_in_index_order_every_epoch_and_a_sampler_decides_fo
         assert torch.cat([b[0] for b in loader]).tolist() == list(range(20))
     reversed_order = DataLoader(dataset, batch_size=4, sampler=list(range(19, -1, -1)))
     assert torch.cat([b[0] for b in reversed_order]).tolist() == list(range(19, -1, -1))
+
+
+# --- 4. The scope edges an independent audit found (seeds 3, 7, 123, 4321) ----------------------------
+
+
+@falsifies(STATEMENTS["grad_accumulates"])
+def test_without_zero_grad_the_second_step_adds_to_what_clipping_left_in_grad():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 2)
+    first, second = torch.randn(8, 4) * 10, torch.randn(8, 4)
+    model(first).pow(2).mean().backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
+    clipped = [p.grad.clone() for p in model.parameters()]
+    fresh = [torch.autograd.grad(model(second).pow(2).mean(), p)[0] for p in model.parameters()]
+    model(second).pow(2).mean().backward()
+    for p, c, g in zip(model.parameters(), clipped, fresh, strict=True):
+        torch.testing.assert_close(p.grad, c + g)  # not the first batch's unclipped gradient plus the second's
+    assert "clipping rescaled it in place" in STATEMENTS["grad_accumulates"].text
+
+
+@falsifies(STATEMENTS["unshuffled_order"])
+@pytest.mark.parametrize("seed", [0, 3, 7])
+def test_class_sorted_data_unshuffled_gives_one_class_batches_but_at_a_class_boundary(seed):
+    y = harness.make_data(seed)["y"]
+    batches = [y[i : i + 16].tolist() for i in range(0, len(y) - 15, 16)]
+    mixed = [b for b in batches if len(set(b)) > 1]
+    boundaries = sum(int(y[i] != y[i + 1]) for i in range(len(y) - 1))
+    assert all(len(set(b)) == 2 for b in mixed) and 0 < len(mixed) <= boundaries
+    assert "straddle a boundary" in STATEMENTS["unshuffled_order"].text
+
+
+@falsifies(STATEMENTS["batchnorm_needs_two"])
+def test_batchnorm_without_running_statistics_needs_two_values_in_eval_too():
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
+        nn.BatchNorm1d(5, track_running_stats=False).eval()(torch.randn(1, 5))
+    assert "track_running_stats=False it raises in eval() too" in STATEMENTS["batchnorm_needs_two"].scope
+
+
+@falsifies(STATEMENTS["clipping_scales"])
+def test_clipping_edges_a_norm_just_under_max_norm_and_a_non_finite_one():
+    grad = torch.tensor([0.99999988])
+    p = nn.Parameter(torch.zeros(1))
+    p.grad = grad.clone()
+    torch.nn.utils.clip_grad_norm_([p], 1.0)
+    assert float(p.grad) < float(grad)  # scaled by a hair: the 1e-6 in the factor
+    p.grad = torch.tensor([float("inf")])
+    q = nn.Parameter(torch.zeros(2))
+    q.grad = torch.ones(2)
+    torch.nn.utils.clip_grad_norm_([p, q], 1.0)
+    assert not torch.isfinite(p.grad).all() or not q.grad.any()  # nothing of max_norm is left
+    assert (
+        "finite gradients" in STATEMENTS["clipping_scales"].scope and "by a hair" in STATEMENTS["clipping_scales"].text
+    )
+
+
+@falsifies(STATEMENTS["accumulation_sum"])
+@pytest.mark.parametrize("kind", ["weights", "ignore_index"])
+def test_a_weighted_or_ignoring_mean_accumulated_is_not_one_batch_of_all(kind):
+    torch.manual_seed(0)
+    model = nn.Linear(6, 3)
+    x, y = torch.randn(16, 6), torch.tensor([0, 0, 0, 0, 0, 0, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2])
+    options = {"weight": torch.tensor([5.0, 1.0, 1.0])} if kind == "weights" else {"ignore_index": 0}
+
+    def grad(losses) -> torch.Tensor:
+        model.zero_grad()
+        sum(losses).backward()
+        return model.weight.grad.clone()
+
+    divided = grad([F.cross_entropy(model(x[i : i + 8]), y[i : i + 8], **options) / 2 for i in (0, 8)])
+    whole = grad([F.cross_entropy(model(x), y, **options)])
+    assert not torch.allclose(divided, whole, rtol=1e-3)
+    assert "class weights and ignore_index" in STATEMENTS["accumulation_sum"].scope
+
+
+@falsifies(STATEMENTS["in_place_saved"])
+def test_in_place_escapes_a_copying_pack_hook_and_data_and_data_gives_a_wrong_gradient():
+    x = torch.randn(4, 3, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t.clone(), lambda t: t):
+        out = x.softmax(dim=1)
+        loss = out.pow(2).sum()
+    out.data.clamp_(min=0.3)
+    loss.backward()  # the copy was saved: nothing to check
+    right = torch.autograd.grad(x.softmax(dim=1).pow(2).sum(), x)[0]
+    x.grad = None
+    out = x.softmax(dim=1)
+    loss = out.pow(2).sum()
+    out.data.mul_(2)  # through .data: no version bump, no error
+    loss.backward()
+    assert not torch.allclose(x.grad, right)  # silently wrong
+    scope = STATEMENTS["in_place_saved"].scope
+    assert "saved_tensors_hooks" in scope and ".data bumps no counter" in scope
+
+
+@falsifies(STATEMENTS["sgd_step_scales"])
+def test_a_step_below_float_precision_rounds_away():
+    w = nn.Parameter(torch.tensor([1024.0]))
+    w.grad = torch.tensor([1e-3])
+    torch.optim.SGD([w], lr=1e-3).step()
+    assert float(w) == 1024.0
+    assert "up to float rounding" in STATEMENTS["sgd_step_scales"].text
+
+
+@falsifies(STATEMENTS["optimizer_holds_tensors"])
+def test_a_new_layer_that_reuses_a_held_parameter_is_stepped_through_it():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    new = nn.Linear(4, 4)
+    new.weight = model[0].weight  # tied: the optimizer holds this one
+    model[1] = new
+    start = new.weight.detach().clone()
+    model(torch.randn(2, 4)).pow(2).sum().backward()
+    opt.step()
+    assert not torch.equal(new.weight, start)
+    assert "tied weight" in STATEMENTS["optimizer_holds_tensors"].scope
+
+
+@falsifies(STATEMENTS["softmax_in_cross_entropy"])
+def test_all_targets_ignored_sum_to_zero_outside_the_floor():
+    probs = torch.rand(4, 4).softmax(dim=1)
+    loss = F.cross_entropy(probs, torch.full((4,), -100), reduction="sum")
+    assert float(loss) == 0.0
+    assert "ignore_index" in STATEMENTS["softmax_in_cross_entropy"].scope
