@@ -13,6 +13,7 @@ class Lab:
     icon: str  # a Material icon: Streamlit ships the font, so it draws where emoji fonts are missing
     page: str | None  # path of the page file, None while the lab is still to come
     figure: str = "chart"  # the main figure a browser test waits for: "graph" (Graphviz) or "chart" (plotly)
+    extends: int | None = None  # the interview question (1 to 8) this lab continues, if it is not one itself
 
     @property
     def url_path(self) -> str:
@@ -87,18 +88,19 @@ LABS = (
         "pages/10_Real_scale.py",
     ),
     Lab(
-        "compile",
-        "Compile",
-        "Would torch.compile speed up this training step: where does it break, recompile and pay back?",
-        ":material/bolt:",
-        "pages/13_Compile.py",
-    ),
-    Lab(
         "drills",
         "Fix the loop",
         "This loop trains badly: can you find the bug from its symptoms, and prove the fix?",
         ":material/build:",
         "pages/12_Fix_the_loop.py",
+    ),
+    Lab(
+        "compile",
+        "Compile",
+        "Question 5, continued: would torch.compile speed up this step? Where does it break, recompile, pay back?",
+        ":material/bolt:",
+        "pages/13_Compile.py",
+        extends=5,
     ),
 )
 
