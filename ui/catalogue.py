@@ -102,6 +102,14 @@ LABS = (
         "pages/13_Compile.py",
         extends=5,
     ),
+    Lab(
+        "precision",
+        "Precision",
+        "Question 6, continued: would mixed precision help? What do fp16, bf16 and GradScaler do to a step?",
+        ":material/straighten:",
+        "pages/14_Precision.py",
+        extends=6,
+    ),
 )
 
 

@@ -49,7 +49,7 @@ DAYS = (
         "Questions 5 to 8, each with a metric or trace that could prove you wrong",
         "Quote the number on "
         "screen that would change your answer: a phase time, a peak, a divergent step, a first failing stage.",
-        ("profiler", "ddp", "reproducibility", "serving", "compile"),
+        ("profiler", "ddp", "reproducibility", "serving", "compile", "precision"),
     ),
     Day(
         5,

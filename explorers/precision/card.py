@@ -1,0 +1,39 @@
+"""The precision lab's answer card: "you are out of memory: would mixed precision help, and what can go wrong?"."""
+
+from __future__ import annotations
+
+from explorers.cards import AnswerCard
+from explorers.precision import lesson
+from explorers.precision.experiment import PrecisionResult
+
+QUESTION = "Training runs out of memory or is slow: would mixed precision help, and what can go wrong with it?"
+
+
+def answer_card(result: PrecisionResult) -> AnswerCard:
+    evidence = [lesson.loss_sentence(result)]
+    for run in result.runs.values():
+        evidence += lesson.run_sentences(run)
+    evidence += lesson.scaler_sentences(result.run("fp16 + GradScaler")) + [lesson.bf16_sentence(result)]
+    return AnswerCard(
+        question=QUESTION,
+        requirement=(
+            "The same model trained to the same loss in less memory and time; no step lost to overflow, no "
+            "gradient lost to underflow. Assumed: a CPU here; the same autocast and GradScaler calls on a GPU."
+        ),
+        mechanism=" ".join(lesson.STATEMENTS[k].text for k in ("autocast", "formats", "scaler")),
+        evidence="On this run: " + " ".join(evidence),
+        recovery=(
+            "Prefer bf16 autocast where the hardware has it; with fp16, use GradScaler, step the scheduler "
+            "after a step that ran (or accept the warning), and watch the scale: a scale that falls step after "
+            "step means gradients that overflow even at a small scale."
+        ),
+        trade_off=(
+            "Lower precision halves activation bytes and speeds matmuls on hardware built for it, at the cost "
+            "of precision (bf16: 8 bits) or range (fp16: 65504); GradScaler buys range back for the gradients, "
+            "not for the activations."
+        ),
+        could_prove_wrong=(
+            "If the mixed-precision loss curve left fp32's on the same weights and batches, or the scaler "
+            "skipped step after step, mixed precision would be costing this model accuracy, not memory alone."
+        ),
+    )

@@ -1,0 +1,106 @@
+"""The precision lab's figures, drawn from results (no torch here).
+
+The main figure is the loss at every step in each precision, from the same weights on the same
+batches (a nan or inf loss leaves a gap, counted in the title). Below it: GradScaler's scale per
+step, on a log axis, with the skipped steps marked; and per layer, at the first step, the inf and
+nan outputs and the underflowed gradient values of each precision.
+"""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from explorers import chartroom
+from explorers.precision.experiment import LAYERS, PrecisionResult
+from explorers.precision.lesson import NAMES
+
+FONT_SIZE = 16
+TITLE_SIZE = 19
+COLOURS = {"fp32": "#7f7f7f", "bf16": "#2ca02c", "fp16": "#d62728", "fp16 + GradScaler": "#1f77b4"}
+DASHES = {"fp32": "solid", "bf16": "dash", "fp16": "dot", "fp16 + GradScaler": "dashdot"}
+
+
+def _style(figure: go.Figure, title: str, height: int = 400) -> go.Figure:
+    figure.update_layout(
+        title={"text": title, "font": {"size": TITLE_SIZE}},
+        font={"size": FONT_SIZE},
+        height=height,
+        margin={"t": 70, "l": 70, "r": 20, "b": 60},
+        legend=chartroom.LEGEND_BELOW,
+    )
+    return figure
+
+
+def loss_figure(result: PrecisionResult) -> go.Figure:
+    figure = go.Figure()
+    missing = 0
+    for precision, run in result.runs.items():
+        values = [v if math.isfinite(v) else None for v in run.losses]
+        missing += sum(v is None for v in values)
+        figure.add_trace(
+            go.Scatter(
+                x=list(range(1, len(values) + 1)),
+                y=values,
+                mode="lines+markers",
+                name=NAMES[precision],
+                line={"width": 3, "color": COLOURS[precision], "dash": DASHES[precision]},
+                marker={"size": 6},
+            )
+        )
+    figure.update_xaxes(title="step")
+    figure.update_yaxes(title="cross-entropy")
+    title = "Loss per step, same weights and batches"
+    if missing:
+        title += f" ({missing} nan or inf, not drawn)"
+    return _style(figure, title)
+
+
+def scale_figure(result: PrecisionResult) -> go.Figure:
+    run = result.run("fp16 + GradScaler")
+    steps = list(range(1, len(run.scales) + 1))
+    figure = go.Figure()
+    figure.add_trace(
+        go.Scatter(
+            x=steps, y=[before for before, _ in run.scales], mode="lines+markers", name="scale at the step",
+            line={"width": 3, "color": COLOURS["fp16 + GradScaler"]},
+        )
+    )  # fmt: skip
+    skipped = [i for i, moved in enumerate(run.stepped, 1) if not moved]
+    if skipped:
+        figure.add_trace(
+            go.Scatter(
+                x=skipped, y=[run.scales[i - 1][0] for i in skipped], mode="markers", name="step skipped",
+                marker={"symbol": "x", "size": 13, "color": COLOURS["fp16"]},
+            )
+        )  # fmt: skip
+    figure.update_yaxes(type="log", title="loss scale", exponentformat="power")
+    figure.update_xaxes(title="step")
+    return _style(figure, f"GradScaler's scale: {len(skipped)} of {len(steps)} steps skipped")
+
+
+def layer_figure(result: PrecisionResult) -> go.Figure:
+    figure = go.Figure()
+    for precision in ("bf16", "fp16", "fp16 + GradScaler"):
+        run = result.run(precision)
+        figure.add_trace(
+            go.Bar(
+                x=list(LAYERS),
+                y=[run.layers[layer].grad_underflow for layer in LAYERS],
+                name=f"{NAMES[precision]}: underflowed grads",
+                marker_color=COLOURS[precision],
+            )
+        )
+        figure.add_trace(
+            go.Bar(
+                x=list(LAYERS),
+                y=[run.layers[layer].inf + run.layers[layer].nan for layer in LAYERS],
+                name=f"{NAMES[precision]}: inf or nan outputs",
+                marker={"color": COLOURS[precision], "pattern": {"shape": "/"}},
+            )
+        )
+    figure.update_layout(barmode="group")
+    figure.update_yaxes(title="values at step 1", rangemode="tozero")
+    figure.update_xaxes(title="layer")
+    return _style(figure, "Per layer at step 1: overflow and underflow", height=460)

@@ -1,0 +1,190 @@
+"""The precision lab's sentences: each about this run built from a result field, each general one a Statement."""
+
+from __future__ import annotations
+
+import re
+
+from explorers.precision.experiment import LAYERS, PrecisionResult, PrecisionRun
+from explorers.statements import Statement
+
+
+def first_sentence(message: str) -> str:
+    return re.split(r"(?<=[a-z\]\)`])\.\s", message, maxsplit=1)[0]
+
+
+AMP_DOC = "https://docs.pytorch.org/docs/stable/amp.html"
+STATEMENTS: dict[str, Statement] = {
+    "formats": Statement(
+        text=(
+            "bfloat16 keeps float32's 8 exponent bits, so its range is float32's (largest finite about 3.4e38, "
+            "smallest normal about 1.2e-38), with 8 bits of precision; float16 has 5 exponent bits: largest "
+            "finite 65504, smallest normal about 6.1e-5, subnormals down to about 6e-8."
+        ),
+        scope="IEEE float16 and bfloat16 as torch.finfo describes them",
+        source="torch.finfo; https://docs.pytorch.org/docs/stable/type_info.html",
+    ),
+    "autocast": Statement(
+        text=(
+            "Inside `torch.autocast`, ops on its lower-precision list (matmul, linear's addmm, conv) run on "
+            "lower-precision copies of their inputs, ops on its float32 list run in float32, and the parameters "
+            "themselves stay float32; their gradients are float32 too."
+        ),
+        scope="ops called inside the autocast region on its device (the CPU lists of torch 2.13 here); other ops "
+        "run in the dtype of the inputs they get",
+        source=f"{AMP_DOC}#autocast-op-reference",
+    ),
+    "scaler": Statement(
+        text=(
+            "`GradScaler` multiplies the loss by its scale before backward; `scaler.step()` unscales the "
+            "gradients and skips `optimizer.step()` when any holds inf or nan, and `update()` then multiplies "
+            "the scale by backoff_factor (0.5); after growth_interval (2000) steps in a row without one, by "
+            "growth_factor (2)."
+        ),
+        scope="torch.amp.GradScaler with its default factors, enabled, on the optimizer's parameters",
+        source=f"{AMP_DOC}#gradient-scaling and torch/amp/grad_scaler.py",
+    ),
+    "scheduler_order": Statement(
+        text=(
+            "An `lr_scheduler.step()` whose optimizer has not stepped yet warns *Detected call of "
+            "`lr_scheduler.step()` before `optimizer.step()`*: a GradScaler that skips the first steps sets it off."
+        ),
+        scope="the scheduler's first step; once the optimizer has stepped, later skipped steps do not warn",
+        source="torch/optim/lr_scheduler.py: LRScheduler.step",
+    ),
+}
+NAMES = {"fp32": "fp32", "bf16": "bf16 autocast", "fp16": "fp16 autocast", "fp16 + GradScaler": "fp16 + GradScaler"}
+
+
+def _steps(numbers: list[int]) -> str:
+    if len(numbers) > 2 and numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"steps {numbers[0]} to {numbers[-1]}"
+    if len(numbers) == 1:
+        return f"step {numbers[0]}"
+    return f"steps {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
+
+
+def _loss(value: float) -> str:
+    return f"{value:.3f}" if value == value and abs(value) != float("inf") else str(value)
+
+
+def loss_sentence(result: PrecisionResult) -> str:
+    parts = [f"{NAMES[p]} {_loss(run.losses[-1])}" for p, run in result.runs.items()]
+    return f"Loss at step {result.options.steps}: " + ", ".join(parts) + "."
+
+
+def run_sentences(run: PrecisionRun) -> list[str]:
+    """What this precision did at the first step and over the run."""
+    name, lines = NAMES[run.precision], []
+    bad = [(layer, c) for layer, c in run.layers.items() if c.inf or c.nan]
+    if bad:
+        layer, c = bad[0]
+        lines.append(
+            f"{name}: at step 1, `{layer}`'s output held {c.inf} inf and {c.nan} nan of {c.values} values"
+            + (f", and {len(bad) - 1} later layer{'s' * (len(bad) != 2)} held inf or nan too" if len(bad) > 1 else "")
+            + "."
+        )
+    under = [(layer, c) for layer, c in run.layers.items() if c.grad_underflow]
+    if under:
+        lines.append(
+            f"{name}: at step 1, gradient values flowing into each layer's output that were zero here and not "
+            "in fp32 (underflow): "
+            + ", ".join(f"`{layer}` {c.grad_underflow} of {c.grad_values}" for layer, c in under)
+            + "."
+        )
+    moved = sum(run.stepped)
+    if moved < len(run.stepped):
+        still = [i for i, s in enumerate(run.stepped, 1) if not s]
+        lines.append(f"{name}: the weights did not change at {_steps(still)} ({moved} of {len(run.stepped)} moved).")
+    return lines
+
+
+def scaler_sentences(run: PrecisionRun) -> list[str]:
+    if not run.scales:
+        return []
+    skipped = [i for i, ((before, after), moved) in enumerate(zip(run.scales, run.stepped, strict=True), 1)
+               if after < before and not moved]  # fmt: skip
+    first, last = run.scales[0][0], run.scales[-1][1]
+    lines = [f"GradScaler's scale started at {first:g} and ended at {last:g}."]
+    if skipped:
+        lines.append(
+            f"It skipped the optimizer step at {_steps(skipped)}: the weights did not change there, and update() cut "
+            "the scale after each."
+        )
+    else:
+        lines.append("It skipped no step: the weights changed at every step.")
+    order = [w for w in run.warnings if "lr_scheduler.step()" in w]
+    if order:
+        lines.append(
+            "The scheduler stepped after a skipped step, and PyTorch warned: "
+            f"*{first_sentence(order[0].split(': ', 1)[1])}*."
+        )
+    return lines
+
+
+def bf16_sentence(result: PrecisionResult) -> str:
+    """The same settings in bf16 with no scaler: the run as the witness of why bf16 usually needs none."""
+    bf16, fp16 = result.run("bf16"), result.run("fp16")
+
+    def trouble(run: PrecisionRun) -> tuple[int, int, int]:
+        return (sum(c.inf + c.nan for c in run.layers.values()), sum(c.grad_underflow for c in run.layers.values()),
+                sum(run.stepped))  # fmt: skip
+
+    b, f = trouble(bf16), trouble(fp16)
+    steps = len(bf16.stepped)
+    return (
+        f"At these settings, with no scaler, bf16 had {b[0]} inf or nan outputs and {b[1]} underflowed gradient "
+        f"values at step 1 and moved the weights at {b[2]} of {steps} steps; fp16 had {f[0]}, {f[1]} and "
+        f"{f[2]} of {steps}."
+    )
+
+
+def dtype_sentence(run: PrecisionRun) -> str:
+    """Which ops the first forward ran in the lower precision and which gave float32, as dispatched."""
+    ops = [(op, dtype) for op, dtype in run.op_dtypes if op != "_to_copy"]
+    low = list(dict.fromkeys(op for op, dtype in ops if dtype != "float32"))
+    kept = list(dict.fromkeys(op for op, dtype in ops if dtype == "float32"))
+    name = NAMES[run.precision]
+    if not low:
+        return f"{name}: every op of the forward produced float32 ({', '.join(kept)})."
+    words = f"{name}: {', '.join(f'`{o}`' for o in low)} produced {next(d for _, d in ops if d != 'float32')}"
+    return words + (f"; {', '.join(f'`{o}`' for o in kept)} produced float32." if kept else ".")
+
+
+def dtype_rows(result: PrecisionResult) -> list[dict]:
+    columns = {p: [d for op, d in run.op_dtypes if op != "_to_copy"] for p, run in result.runs.items()}
+    ops = [op for op, _ in result.run("fp16").op_dtypes if op != "_to_copy"]
+    return [{"op": op, **{NAMES[p]: columns[p][i] if i < len(columns[p]) else "" for p in columns}}
+            for i, op in enumerate(ops)]  # fmt: skip
+
+
+def explain(result: PrecisionResult) -> list[str]:
+    keys = ["formats", "autocast"]
+    scaled = result.run("fp16 + GradScaler")
+    if any(after < before for before, after in scaled.scales):
+        keys.append("scaler")
+    if any("lr_scheduler.step()" in w for w in scaled.warnings):
+        keys.append("scheduler_order")
+    return [STATEMENTS[k].text for k in keys]
+
+
+PREDICT_QUESTION = "At these settings, will fp16 autocast without a scaler move the weights at every step?"
+PREDICT_CHOICES = ["Yes", "No"]
+
+
+def predicted_answer(result: PrecisionResult) -> str:
+    return "Yes" if all(result.run("fp16").stepped) else "No"
+
+
+def layer_rows(result: PrecisionResult) -> list[dict]:
+    return [
+        {
+            "precision": NAMES[p],
+            "layer": layer,
+            "inf": run.layers[layer].inf,
+            "nan": run.layers[layer].nan,
+            "underflowed grads": run.layers[layer].grad_underflow,
+            "of": run.layers[layer].grad_values,
+        }
+        for p, run in result.runs.items()
+        for layer in LAYERS
+    ]

@@ -1,0 +1,158 @@
+"""The precision lab's claims, checked by torch code written here.
+
+1. The lab's per-layer underflow count, recomputed with plain autocast and backward hooks of our own.
+2. Every Statement at the edges of its scope and on the zoo (a custom Function, an LSTM, a dict
+   model, tied weights, a Hugging Face model from a config).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from explorers.precision import experiment, lesson
+from explorers.precision.experiment import PrecisionOptions
+from tests.claims.falsify import falsifies
+from tests.zoo import ZOO, call
+
+STATEMENTS = lesson.STATEMENTS
+
+
+def test_the_underflow_count_matches_plain_autocast_and_hooks_of_our_own():
+    options = PrecisionOptions(loss_exp=-6, steps=4)
+    lab = experiment.run(options).run("fp16")
+    torch.manual_seed(options.seed)
+    model = experiment.build_model()
+    x, y = experiment.make_batches(options)[0]
+    grads = {}
+    for precision in ("fp32", "fp16"):
+        copy = __import__("copy").deepcopy(model)
+        seen = {}
+
+        def keep(module, grad_input, grad_output, seen=seen) -> None:
+            seen.setdefault("g", grad_output[0].float())
+
+        copy.fc2.register_full_backward_hook(keep)
+        context = torch.autocast("cpu", dtype=torch.float16) if precision == "fp16" else torch.enable_grad()
+        with context:
+            loss = F.cross_entropy(copy(x), y)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            (loss * 1e-6).backward()
+        grads[precision] = seen["g"]
+    expected = int(((grads["fp16"] == 0) & (grads["fp32"] != 0)).sum())
+    assert lab.layers["fc2"].grad_underflow == expected
+
+
+@falsifies(STATEMENTS["formats"])
+def test_the_formats_ranges_are_torch_finfos():
+    b, h, f = torch.finfo(torch.bfloat16), torch.finfo(torch.float16), torch.finfo(torch.float32)
+    assert f"{b.max:.1e}" == f"{f.max:.1e}" == "3.4e+38" and f"{b.tiny:.1e}" == f"{f.tiny:.1e}" == "1.2e-38"
+    assert h.max == 65504 and f"{h.tiny:.1e}" == "6.1e-05"
+    assert float(torch.tensor(6e-8, dtype=torch.float16)) > 0 and float(torch.tensor(2e-8, dtype=torch.float16)) == 0
+    assert torch.isinf(torch.tensor(70000.0).half()) and not torch.isinf(torch.tensor(1e38).bfloat16())
+    assert b.bits == h.bits == 16 and b.resolution > h.resolution  # fewer mantissa bits in bf16
+
+
+@falsifies(STATEMENTS["autocast"])
+@pytest.mark.parametrize("name", ["custom_function", "dict_model", "tied_weights", "plain_mlp", "hf_bert"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_autocast_runs_linear_low_keeps_parameters_and_their_grads_float32(name, dtype):
+    if name == "hf_bert":
+        transformers = pytest.importorskip("transformers")
+        config = transformers.BertConfig(
+            vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+            max_position_embeddings=16, num_labels=3,
+        )  # fmt: skip
+        torch.manual_seed(0)
+        model = transformers.BertForSequenceClassification(config)
+        batch = {"input_ids": torch.randint(0, 40, (2, 8)), "labels": torch.tensor([0, 2])}
+        loss_of = lambda out: out.loss  # noqa: E731
+    else:
+        model, batch = ZOO[name].build(0)
+        loss_of = ZOO[name].loss
+    dtypes = experiment._Dtypes()
+    with torch.autocast("cpu", dtype=dtype), dtypes:
+        loss = loss_of(call(model, batch))
+    loss.backward()
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert all(p.grad.dtype == torch.float32 for p in model.parameters() if p.grad is not None)
+    low = str(dtype).removeprefix("torch.")
+    produced = {op: d for op, d in dtypes.ops}
+    if "addmm" in produced or "mm" in produced:  # scope: a linear layer inside the region
+        assert low in {d for op, d in dtypes.ops if op in ("addmm", "mm", "bmm")}
+    if "_log_softmax" in produced:  # on the float32 list
+        assert produced["_log_softmax"] == "float32"
+
+
+@falsifies(STATEMENTS["autocast"])
+def test_outside_the_region_nothing_is_cast_and_other_ops_follow_their_inputs():
+    x = torch.randn(4, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = nn.functional.linear(x, torch.randn(4, 4))
+        followed = low.relu()
+    assert low.dtype == followed.dtype == torch.bfloat16
+    assert nn.functional.linear(x, torch.randn(4, 4)).dtype == torch.float32
+
+
+def _scaled_steps(model, batches, scale, **kwargs):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=scale, **kwargs)
+    seen = []
+    for x in batches:
+        optimizer.zero_grad()
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = model(x).float().pow(2).mean()
+        before = [p.detach().clone() for p in model.parameters()]
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        moved = any(
+            not torch.equal(b.view(torch.int32), p.detach().view(torch.int32))
+            for b, p in zip(before, model.parameters(), strict=True)
+        )
+        seen.append((moved, scaler.get_scale()))
+    return seen
+
+
+@falsifies(STATEMENTS["scaler"])
+def test_the_scaler_skips_a_step_with_inf_halves_and_grows_after_its_interval():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 4)
+    huge, fine = torch.full((2, 4), 1e4), torch.randn(2, 4)
+    steps = _scaled_steps(model, [huge, fine, fine, fine], 2.0**16, growth_interval=2)
+    assert steps[0] == (False, 2.0**15)  # inf found: skipped, × 0.5
+    assert steps[1] == (True, 2.0**15) and steps[2] == (True, 2.0**16)  # two clean steps: × 2
+    nan_model = nn.Linear(4, 4)
+    with torch.no_grad():
+        nan_model.weight[0, 0] = float("nan")
+    assert _scaled_steps(nan_model, [fine], 8.0)[0] == (False, 4.0)  # nan is skipped the same way
+    defaults = torch.amp.GradScaler("cpu")
+    assert (defaults._backoff_factor, defaults._growth_factor, defaults._growth_interval) == (0.5, 2.0, 2000)
+
+
+@falsifies(STATEMENTS["scheduler_order"])
+@pytest.mark.parametrize("first_skipped", [True, False])
+def test_the_order_warning_comes_only_when_the_optimizer_never_stepped_before_the_scheduler(first_skipped):
+    torch.manual_seed(0)
+    model = nn.Linear(4, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+    inputs = [torch.full((2, 4), 1e4) if first_skipped else torch.randn(2, 4), torch.full((2, 4), 1e4)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for x in inputs:  # the second step is skipped in both cases
+            optimizer.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = model(x).float().pow(2).mean()
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+    warned = any("lr_scheduler.step()` before `optimizer.step()" in str(w.message) for w in caught)
+    assert warned == first_skipped

@@ -1,0 +1,73 @@
+"""The precision lab's parts: options, the four runs from one start, the counts they read, the notebook API."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from explorers import precision
+from explorers.precision import experiment, lesson
+from explorers.precision.experiment import PrecisionOptions
+from tests.zoo import ZOO
+
+
+def test_options_refuse_what_is_out_of_range():
+    for bad in ({"input_exp": 99}, {"loss_exp": 1}, {"scale_exp": -1}, {"steps": 1}, {"seed": "0"}):
+        with pytest.raises(ValueError):
+            PrecisionOptions(**bad)
+
+
+def test_at_the_defaults_every_precision_trains_from_the_same_start_and_fp32_has_no_counts():
+    result = experiment.run(PrecisionOptions(steps=6))
+    firsts = {p: run.losses[0] for p, run in result.runs.items()}
+    assert firsts["fp16"] == firsts["fp16 + GradScaler"]  # the same forward: same weights, batch and autocast
+    assert math.isclose(firsts["fp32"], firsts["fp16"], rel_tol=1e-2) and firsts["fp32"] != firsts["bf16"]
+    assert all(all(run.stepped) for run in result.runs.values())
+    fp32 = result.run("fp32")
+    assert all(c.inf == c.nan == c.grad_underflow == 0 for c in fp32.layers.values())
+    assert {d for _, d in fp32.op_dtypes} == {"float32"}
+    assert "addmm" in [op for op, d in result.run("bf16").op_dtypes if d == "bfloat16"]
+
+
+def test_large_inputs_overflow_fp16_and_the_scaler_skips_every_step_and_the_scheduler_warns():
+    result = experiment.run(PrecisionOptions(input_exp=5, steps=5))
+    fp16, scaled, bf16 = result.run("fp16"), result.run("fp16 + GradScaler"), result.run("bf16")
+    assert fp16.layers["fc1"].inf + fp16.layers["fc1"].nan > 0 and math.isnan(fp16.losses[-1])
+    assert not any(scaled.stepped) and [a for _, a in scaled.scales] == [2.0**15 / 2**i for i in range(5)]
+    assert any("lr_scheduler.step()" in w for w in scaled.warnings)
+    assert all(bf16.stepped) and sum(c.inf + c.nan for c in bf16.layers.values()) == 0
+    text = " ".join(lesson.scaler_sentences(scaled))
+    assert "skipped the optimizer step at steps 1 to 5" in text and "Detected call of" in text
+
+
+def test_a_tiny_loss_underflows_every_fp16_gradient_and_the_scaler_gets_most_back():
+    result = experiment.run(PrecisionOptions(loss_exp=-8, steps=4))
+    fp16, scaled = result.run("fp16"), result.run("fp16 + GradScaler")
+    assert all(c.grad_underflow == c.grad_values for c in fp16.layers.values()) and not any(fp16.stepped)
+    assert (
+        sum(c.grad_underflow for c in scaled.layers.values()) < sum(c.grad_values for c in scaled.layers.values()) / 2
+    )
+    assert all(scaled.stepped)
+
+
+def test_compare_leaves_the_model_rng_and_default_dtype_and_reports_an_unsupported_precision():
+    model, batch = ZOO["lstm_dropout"].build(0)
+    weights = [p.detach().clone() for p in model.parameters()]
+    state = torch.get_rng_state()
+    found = precision.compare(model, batch, lambda out: ZOO["lstm_dropout"].loss(out))
+    assert all(torch.equal(a, b) for a, b in zip(weights, model.parameters(), strict=True))
+    assert all(p.grad is None for p in model.parameters()) and torch.equal(torch.get_rng_state(), state)
+    assert torch.get_default_dtype() == torch.float32
+    assert found["fp32"].error is None and found["bf16"].error is None
+    assert found["fp16"].error and math.isnan(found["fp16"].loss)  # no float16 LSTM kernel on this CPU
+
+
+def test_compare_uses_a_dict_models_own_loss_and_refuses_an_output_without_one():
+    model, batch = ZOO["dict_model"].build(0)
+    found = precision.compare(model, batch)
+    assert abs(found["bf16"].loss - found["fp32"].loss) < 0.05
+    plain, rows = ZOO["plain_mlp"].build(0)
+    with pytest.raises(ValueError, match="must carry a loss"):
+        precision.compare(plain, rows)
