@@ -3,8 +3,8 @@ GradScaler, from the same weights on the same batches, with what each precision 
 
 Every run starts from one seeded copy of the model and reads the same batches. Two knobs: one
 scales the inputs by 10^k, which pushes activations past float16's largest value (65504); the other
-multiplies the loss by 10^k before backward, which shrinks every gradient towards float16's
-smallest (about 6e-8). Per run the experiment keeps:
+multiplies the loss by 10^k before backward and divides the learning rate by 10^k, so fp32 takes
+the same steps while every gradient shrinks towards float16's smallest (about 6e-8). Per run the experiment keeps:
 
 - the loss at every step, and whether `optimizer.step()` moved the weights;
 - at the first step, per layer: inf and nan values in the layer's output (forward hooks), and the
@@ -53,7 +53,7 @@ LAYERS = ("fc1", "norm", "fc2", "head")
 @dataclass(frozen=True)
 class PrecisionOptions:
     input_exp: int = 0  # inputs × 10^input_exp
-    loss_exp: int = 0  # the loss × 10^loss_exp before backward
+    loss_exp: int = -5  # the loss × 10^loss_exp before backward (and the learning rate ÷ 10^loss_exp)
     scale_exp: int = 16  # GradScaler's init_scale = 2^scale_exp (PyTorch's default is 2^16)
     steps: int = 20
     seed: int = 0
@@ -167,7 +167,9 @@ def _first_step_hooks(model: nn.Module, outputs: dict, grads: dict) -> list:
 
 
 def _train(model: nn.Module, batches, precision: str, options: PrecisionOptions) -> tuple[PrecisionRun, dict]:
-    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    # The loss × 10^k makes every gradient 10^k times smaller, and the learning rate / 10^k makes each fp32 step
+    # what it was: a model with tiny gradients that trains as well in fp32, which is where fp16 underflow bites.
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE / 10.0**options.loss_exp)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10, gamma=0.5)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**options.scale_exp) if "GradScaler" in precision else None
     losses, stepped, scales = [], [], []

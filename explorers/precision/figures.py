@@ -75,7 +75,12 @@ def scale_figure(result: PrecisionResult) -> go.Figure:
                 marker={"symbol": "x", "size": 13, "color": COLOURS["fp16"]},
             )
         )  # fmt: skip
-    figure.update_yaxes(type="log", title="loss scale", exponentformat="power")
+    values = [v for pair in run.scales for v in pair if v > 0] or [1.0]
+    low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+    # one tick per power of ten, over at least two decades: a scale that never moves gets no crowd of minor ticks
+    figure.update_yaxes(
+        type="log", title="loss scale", exponentformat="power", dtick=1, range=[low - 1, max(high, low + 1) + 0.2]
+    )
     figure.update_xaxes(title="step")
     return _style(figure, f"GradScaler's scale: {len(skipped)} of {len(steps)} steps skipped")
 

@@ -71,3 +71,10 @@ def test_compare_uses_a_dict_models_own_loss_and_refuses_an_output_without_one()
     plain, rows = ZOO["plain_mlp"].build(0)
     with pytest.raises(ValueError, match="must carry a loss"):
         precision.compare(plain, rows)
+
+
+def test_the_default_shows_fp16_underflow_costing_training_and_the_scaler_winning_it_back():
+    result = experiment.run(PrecisionOptions())
+    fp32, fp16, scaled = (result.run(p).losses[-1] for p in ("fp32", "fp16", "fp16 + GradScaler"))
+    assert fp16 > 1.3 * fp32 and scaled == pytest.approx(fp32, rel=0.02)
+    assert sum(c.grad_underflow for c in result.run("fp16").layers.values()) > 0
