@@ -45,7 +45,11 @@ settings = {
     "width": options.width,
     "seed": options.seed,
 }
-analysis = runs.run(lab.analyse, options, label="Tracing with dynamo")
+trace_options, schedule_options = lab.parts(options)
+calls, traced = runs.run_all(
+    [(lab.schedule, schedule_options), (lab.trace, trace_options)], label="Tracing with dynamo"
+)
+analysis = lab.combine(options, traced, calls)
 
 with stage:
     st.subheader("What dynamo compiled at each call")

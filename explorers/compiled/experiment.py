@@ -85,30 +85,78 @@ def _model(preset: str, width: int, seed: int) -> torch.nn.Module:
         return presets.PRESETS[preset].build(width)
 
 
-def analyse(options: CompileOptions, report=None) -> Analysis:
-    start = time.perf_counter()
-    model = _model(options.preset, options.width, options.seed)
-    batches = [presets.inputs(options.preset, step, options.seed) for step in range(options.steps)]
-    total = options.steps + 2
+@dataclass(frozen=True)
+class TraceOptions:
+    """What `explain` and `fullgraph=True` depend on: one call of the model."""
+
+    preset: str
+    width: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class ScheduleOptions:
+    """What the recompile schedule depends on; it runs the longest schedule, and a shorter one is its prefix
+    (each call's compiles depend on the calls before it, never after)."""
+
+    preset: str
+    dynamic: str
+    recompile_limit: int
+    width: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class Traced:
+    breaks: GraphBreaks
+    fullgraph_error: str | None
+    seconds: float
+
+
+def _fresh(work):
     try:
         dynamo.reset()
         presets.forward_calls = 0
-        found = explain(model, batches[0])
-        if report:
-            report(1, total)
-        dynamo.reset()
-        error = fullgraph_error(model, batches[0])
-        if report:
-            report(2, total)
-        dynamo.reset()
-        presets.forward_calls = 0
-        schedule = recompiles(model, batches, DYNAMIC[options.dynamic], options.recompile_limit)
+        return work()
     finally:
         dynamo.reset()
         presets.forward_calls = 0
+
+
+def trace(options: TraceOptions, report=None) -> Traced:
+    start = time.perf_counter()
+    model = _model(options.preset, options.width, options.seed)
+    batch = presets.inputs(options.preset, 0, options.seed)
+    found = _fresh(lambda: explain(model, batch))
     if report:
-        report(total, total)
-    return Analysis(options, found, error, schedule, time.perf_counter() - start, torch.__version__)
+        report(1, 2)
+    error = _fresh(lambda: fullgraph_error(model, batch))
+    return Traced(found, error, time.perf_counter() - start)
+
+
+def schedule(options: ScheduleOptions, report=None) -> Recompiles:
+    model = _model(options.preset, options.width, options.seed)
+    batches = [presets.inputs(options.preset, step, options.seed) for step in range(STEPS_RANGE[1])]
+    return _fresh(lambda: recompiles(model, batches, DYNAMIC[options.dynamic], options.recompile_limit))
+
+
+def parts(options: CompileOptions) -> tuple[TraceOptions, ScheduleOptions]:
+    o = options
+    return TraceOptions(o.preset, o.width, o.seed), ScheduleOptions(
+        o.preset, o.dynamic, o.recompile_limit, o.width, o.seed
+    )
+
+
+def combine(options: CompileOptions, traced: Traced, calls: Recompiles) -> Analysis:
+    return Analysis(
+        options, traced.breaks, traced.fullgraph_error, calls.first(options.steps), traced.seconds, torch.__version__
+    )
+
+
+def analyse(options: CompileOptions, report=None) -> Analysis:
+    """Both parts, for a notebook (the page runs them apart, so each is cached by what it depends on)."""
+    trace_options, schedule_options = parts(options)
+    return combine(options, trace(trace_options), schedule(schedule_options))
 
 
 def measure(options: PayoffOptions, report=None) -> PayoffRun:

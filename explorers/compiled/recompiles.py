@@ -10,6 +10,7 @@ from its logger while the run lasts.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,6 +37,17 @@ class Recompiles:
     recompile_limit: int
     steps: tuple[Step, ...]
     limit_hit: str | None  # dynamo's own message when it stopped recompiling, first line
+    limit_hit_at: int | None = None  # the call (1-based) during which dynamo reported it
+
+    def first(self, calls: int) -> Recompiles:
+        """The schedule's first `calls` calls: what a run of that many calls would have shown."""
+        hit = self.limit_hit_at is not None and self.limit_hit_at <= calls
+        return dataclasses.replace(
+            self,
+            steps=self.steps[:calls],
+            limit_hit=self.limit_hit if hit else None,
+            limit_hit_at=self.limit_hit_at if hit else None,
+        )
 
     @property
     def graphs(self) -> int:
@@ -102,12 +114,14 @@ def recompiles(model: torch.nn.Module, batches: list, dynamic: bool | None, reco
         return run
 
     compiled = torch.compile(model, backend=backend, dynamic=dynamic)
-    steps = []
+    steps, hit_at = [], None
     counters.clear()
     with dynamo.config.patch(recompile_limit=recompile_limit), recompile_log() as log:
-        for batch in batches:
+        for number, batch in enumerate(batches, 1):
             before, calls, logged = tally["compiled"], tally["calls"], len(log)
             compiled(batch)
             reasons = tuple(r for message in log[logged:] for r in _reasons(message)[:1])
             steps.append(Step(len(batch), tally["compiled"] - before, tally["calls"] - calls, reasons))
-    return Recompiles(dynamic, recompile_limit, tuple(steps), _limit_message())
+            if hit_at is None and _limit_message():
+                hit_at = number
+    return Recompiles(dynamic, recompile_limit, tuple(steps), _limit_message(), hit_at)

@@ -88,6 +88,16 @@ def scripted_sessions() -> list[Session]:
             [("the bug's line, remove the softmax, check", answer(SOFTMAX_LINES, FIX_LABEL, "Check my answer"))],
         ),
         Session(
+            "compile: static shapes, more calls",
+            "Compile?preset=shapes&dynamic=false&steps=6",
+            [("3 notches on calls", notches("Calls", 3, "steps"))],
+        ),
+        Session(
+            "precision: large inputs, smaller loss",
+            "Precision?input_exp=3&steps=8",
+            [("2 notches on the loss", notches("Loss × 10^k (underflow)", 2, "loss_exp"))],
+        ),
+        Session(
             "profiler: DataLoader workers",
             "Profiler?num_workers=1&data_cost_ms=5&warmup=1&active=3",
             [("1 notch on active steps", notches("Active steps", 1, "active"))],

@@ -103,3 +103,19 @@ def test_break_even_is_the_compile_over_the_gain_and_none_within_noise():
     assert noisy.break_even is None
     slower = _payoff(1.0, [1.0, 1.0, 1.1], [2.0, 2.1, 2.0])
     assert slower.break_even is None
+
+
+@pytest.mark.parametrize(
+    ("preset", "dynamic", "limit"), [("shapes", "false", 3), ("global", "none", 2), ("item", "none", 4)]
+)
+def test_a_shorter_schedule_is_the_longer_ones_prefix_limit_included(preset, dynamic, limit):
+    options = CompileOptions(preset, dynamic=dynamic, steps=3, recompile_limit=limit)
+    sliced = experiment.analyse(options).recompiles
+    model = experiment._model(preset, options.width, options.seed)
+    batches = [presets.inputs(preset, step, options.seed) for step in range(3)]
+    dynamo.reset()
+    presets.forward_calls = 0
+    direct = recompiles.recompiles(model, batches, experiment.DYNAMIC[dynamic], limit)
+    dynamo.reset()
+    presets.forward_calls = 0
+    assert sliced == direct
