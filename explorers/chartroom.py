@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import textwrap
 
+import plotly.graph_objects as go
+
 # y is a placeholder: ui.figures sets it from the room the axis takes.
 LEGEND_BELOW = {"orientation": "h", "x": 0, "xanchor": "left", "y": -0.3, "yanchor": "top"}
 
@@ -19,3 +21,19 @@ LEGEND_BELOW = {"orientation": "h", "x": 0, "xanchor": "left", "y": -0.3, "yanch
 def wrap(text: str, width: int) -> str:
     """Plotly does not wrap text: lines of at most `width` characters, joined by <br>."""
     return "<br>".join(textwrap.wrap(text, width)) or text
+
+
+FONT_SIZE = 16
+TITLE_SIZE = 19
+
+
+def style(figure: go.Figure, title: str, height: int = 400) -> go.Figure:
+    """The labs' common look: title, text sizes, margins and a legend below (ui.figures plans the room)."""
+    figure.update_layout(
+        title={"text": title, "font": {"size": TITLE_SIZE}},
+        font={"size": FONT_SIZE},
+        height=height,
+        margin={"t": 70, "l": 70, "r": 20, "b": 60},
+        legend=LEGEND_BELOW,
+    )
+    return figure

@@ -248,3 +248,18 @@ ZOO: dict[str, Specimen] = {
         ),
     ]
 }
+
+
+def tiny_bert() -> tuple[nn.Module, dict]:
+    """A Hugging Face BertForSequenceClassification from a tiny config, seeded, and a batch with labels: a
+    dict-returning model nobody here wrote (its first call with labels also sets config.problem_type)."""
+    import transformers
+
+    config = transformers.BertConfig(
+        vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+        max_position_embeddings=16, num_labels=3,
+    )  # fmt: skip
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = transformers.BertForSequenceClassification(config)
+        return model, {"input_ids": torch.randint(0, 40, (2, 8)), "labels": torch.tensor([0, 2])}

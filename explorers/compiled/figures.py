@@ -15,20 +15,7 @@ from explorers import chartroom
 from explorers.compiled.experiment import PayoffRun
 from explorers.compiled.recompiles import Recompiles
 
-FONT_SIZE = 16
-TITLE_SIZE = 19
 COMPILED, CALLED, EAGER = "#1f77b4", "#ff7f0e", "#7f7f7f"
-
-
-def _style(figure: go.Figure, title: str, height: int = 400) -> go.Figure:
-    figure.update_layout(
-        title={"text": title, "font": {"size": TITLE_SIZE}},
-        font={"size": FONT_SIZE},
-        height=height,
-        margin={"t": 70, "l": 70, "r": 20, "b": 60},
-        legend=chartroom.LEGEND_BELOW,
-    )
-    return figure
 
 
 def recompile_figure(r: Recompiles) -> go.Figure:
@@ -50,7 +37,7 @@ def recompile_figure(r: Recompiles) -> go.Figure:
     figure.update_xaxes(title="call (one batch each)", dtick=1 if len(calls) <= 12 else 2)
     figure.update_yaxes(title="graphs", rangemode="tozero", dtick=1)
     title = f"What dynamo did at each call: {r.graphs} compiled, dynamic={r.dynamic}"
-    return _style(figure, title)
+    return chartroom.style(figure, title)
 
 
 def payoff_figure(run: PayoffRun) -> go.Figure:
@@ -90,7 +77,7 @@ def payoff_figure(run: PayoffRun) -> go.Figure:
     title = "Time in all: compile once, then cheaper steps?"
     if p.break_even is not None:
         title = f"Time in all: compiling pays back after {p.break_even} steps"
-    return _style(figure, title)
+    return chartroom.style(figure, title)
 
 
 def recompile_rows(r: Recompiles) -> list[dict]:

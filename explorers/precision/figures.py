@@ -16,21 +16,8 @@ from explorers import chartroom
 from explorers.precision.experiment import LAYERS, PrecisionResult
 from explorers.precision.lesson import NAMES
 
-FONT_SIZE = 16
-TITLE_SIZE = 19
 COLOURS = {"fp32": "#7f7f7f", "bf16": "#2ca02c", "fp16": "#d62728", "fp16 + GradScaler": "#1f77b4"}
 DASHES = {"fp32": "solid", "bf16": "dash", "fp16": "dot", "fp16 + GradScaler": "dashdot"}
-
-
-def _style(figure: go.Figure, title: str, height: int = 400) -> go.Figure:
-    figure.update_layout(
-        title={"text": title, "font": {"size": TITLE_SIZE}},
-        font={"size": FONT_SIZE},
-        height=height,
-        margin={"t": 70, "l": 70, "r": 20, "b": 60},
-        legend=chartroom.LEGEND_BELOW,
-    )
-    return figure
 
 
 def loss_figure(result: PrecisionResult) -> go.Figure:
@@ -54,7 +41,7 @@ def loss_figure(result: PrecisionResult) -> go.Figure:
     title = "Loss per step, same weights and batches"
     if missing:
         title += f" ({missing} nan or inf, not drawn)"
-    return _style(figure, title)
+    return chartroom.style(figure, title)
 
 
 def scale_figure(result: PrecisionResult) -> go.Figure:
@@ -82,7 +69,7 @@ def scale_figure(result: PrecisionResult) -> go.Figure:
         type="log", title="loss scale", exponentformat="power", dtick=1, range=[low - 1, max(high, low + 1) + 0.2]
     )
     figure.update_xaxes(title="step")
-    return _style(figure, f"GradScaler's scale: {len(skipped)} of {len(steps)} steps skipped")
+    return chartroom.style(figure, f"GradScaler's scale: {len(skipped)} of {len(steps)} steps skipped")
 
 
 def layer_figure(result: PrecisionResult) -> go.Figure:
@@ -108,4 +95,4 @@ def layer_figure(result: PrecisionResult) -> go.Figure:
     figure.update_layout(barmode="group")
     figure.update_yaxes(title="values at step 1", rangemode="tozero")
     figure.update_xaxes(title="layer")
-    return _style(figure, "Per layer at step 1: overflow and underflow", height=460)
+    return chartroom.style(figure, "Per layer at step 1: overflow and underflow", height=460)

@@ -16,7 +16,7 @@ from torch import nn
 from explorers.compiled import experiment, lesson
 from explorers.compiled.experiment import CompileOptions
 from tests.claims.falsify import falsifies
-from tests.zoo import ZOO, call
+from tests.zoo import ZOO, call, tiny_bert
 
 STATEMENTS = lesson.STATEMENTS
 
@@ -46,14 +46,9 @@ def fresh_dynamo():
 
 
 def _hf_model():
-    transformers = pytest.importorskip("transformers")
-    config = transformers.BertConfig(
-        vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-        max_position_embeddings=16, num_labels=3,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    model = transformers.BertForSequenceClassification(config).eval()
-    return model, {"input_ids": torch.randint(0, 40, (2, 8)), "labels": torch.tensor([0, 2])}
+    pytest.importorskip("transformers")
+    model, batch = tiny_bert()
+    return model.eval(), batch
 
 
 # --- 1. The lab's readings, recomputed ---------------------------------------------------------

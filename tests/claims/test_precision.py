@@ -17,7 +17,7 @@ from torch.nn import functional as F
 from explorers.precision import experiment, lesson
 from explorers.precision.experiment import PrecisionOptions
 from tests.claims.falsify import falsifies
-from tests.zoo import ZOO, call
+from tests.zoo import ZOO, call, tiny_bert
 
 STATEMENTS = lesson.STATEMENTS
 
@@ -63,14 +63,8 @@ def test_the_formats_ranges_are_torch_finfos():
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_autocast_runs_linear_low_keeps_parameters_and_their_grads_float32(name, dtype):
     if name == "hf_bert":
-        transformers = pytest.importorskip("transformers")
-        config = transformers.BertConfig(
-            vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-            max_position_embeddings=16, num_labels=3,
-        )  # fmt: skip
-        torch.manual_seed(0)
-        model = transformers.BertForSequenceClassification(config)
-        batch = {"input_ids": torch.randint(0, 40, (2, 8)), "labels": torch.tensor([0, 2])}
+        pytest.importorskip("transformers")
+        model, batch = tiny_bert()
         loss_of = lambda out: out.loss  # noqa: E731
     else:
         model, batch = ZOO[name].build(0)
