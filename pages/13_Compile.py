@@ -83,8 +83,12 @@ st.subheader("Cost against payoff: inductor, one training step")
 payoff_options = PayoffOptions(options.preset, options.width, seed=options.seed)
 payoff = runs.cached(lab.measure, payoff_options)
 if payoff is None:
-    st.caption(lesson.PAYOFF_COLD)
-    if st.button("Compile and time it", icon=":material/bolt:", key=key("payoff")):
+    offer = st.empty()  # the offer goes once the run starts: the figure takes its place
+    with offer.container():
+        st.caption(lesson.PAYOFF_COLD)
+        clicked = st.button("Compile and time it", icon=":material/bolt:", key=key("payoff"))
+    if clicked:
+        offer.empty()
         payoff = runs.run(
             lab.measure, payoff_options, label="Compiling with inductor", timeout_s=runs.longer_limit(2), long=True
         )

@@ -73,7 +73,11 @@ def payoff_figure(run: PayoffRun) -> go.Figure:
     if p.break_even is not None:
         figure.add_vline(x=p.break_even, line={"dash": "dot", "color": "#2ca02c"})
     figure.update_xaxes(title="training steps")
-    figure.update_yaxes(title="seconds in all", rangemode="tozero")
+    if p.first_compiled_s > 100 * (p.first_eager_s + measured * p.eager_mean_ms / 1e3):
+        # a compile that dwarfs every step: on a linear axis the eager line would lie flat on zero
+        figure.update_yaxes(title="seconds in all (log scale)", type="log", exponentformat="power", dtick=1)
+    else:
+        figure.update_yaxes(title="seconds in all", rangemode="tozero")
     title = "Time in all: compile once, then cheaper steps?"
     if p.break_even is not None:
         title = f"Time in all: compiling pays back after {p.break_even} steps"
