@@ -38,7 +38,10 @@ settings = {
     "steps": options.steps,
     "seed": options.seed,
 }
-result = runs.run(lab.run, options, label="Training in four precisions")
+result, memory_parts = runs.run_all(
+    [(lab.run, options), (lab.memory_by_precision, lab.MemoryOptions(options.input_exp, options.seed))],
+    label="Training in four precisions",
+)
 scaled = result.run("fp16 + GradScaler")
 
 with stage:
@@ -62,6 +65,17 @@ with scaler_column:
         charts.scale_figure(result), figures.caption("GradScaler's scale", settings, page.device), "precision-scale"
     )
     st.markdown("\n".join(f"- {line}" for line in lesson.scaler_sentences(scaled)))
+
+st.subheader("Memory per part, by precision")
+figures.plotly(
+    charts.memory_figure(memory_parts),
+    figures.caption("Memory by precision", {k: settings[k] for k in ("inputs ×", "seed")}, page.device),
+    "precision-memory",
+)
+st.markdown(f"- {lesson.memory_sentence(memory_parts)}")
+st.page_link(
+    "pages/4_Memory.py", label="The Memory lab: every part, over batch sizes and models", icon=":material/memory:"
+)
 
 st.subheader("Which dtype each op produced (first forward)")
 st.markdown("\n".join(f"- {lesson.dtype_sentence(result.run(p))}" for p in ("bf16", "fp16")))
@@ -88,6 +102,7 @@ figures.notes_download(
         "Overflow and underflow": "\n".join(f"- {line}" for line in lines) or "none at step 1",
         "GradScaler": "\n".join(f"- {line}" for line in lesson.scaler_sentences(scaled)),
         "bf16 without a scaler": lesson.bf16_sentence(result),
+        "Memory": lesson.memory_sentence(memory_parts),
         "Per layer": figures.markdown_table(lesson.layer_rows(result)),
     },
     "precision",

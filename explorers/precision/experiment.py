@@ -257,3 +257,31 @@ def _with_counts(run: PrecisionRun, counts: dict[str, LayerCounts]) -> Precision
 
 def finite(values) -> list[float | None]:
     return [v if math.isfinite(v) else None for v in values]
+
+
+MEMORY_PARTS = ("parameters", "gradients", "activations", "weight_copies", "batch")
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    """What the bytes per part depend on: the model and one batch (the Memory lab's tracker measures them)."""
+
+    input_exp: int = 0
+    seed: int = 0
+
+
+def memory_by_precision(options: MemoryOptions, report=None) -> dict[str, dict[str, int]]:
+    """Per precision: bytes per part of one steady SGD step, measured by the Memory lab (`memory.measure`),
+    and the step's peak. Autocast's low-precision weight copies are their own part, as the Memory lab shows."""
+    from explorers import memory  # the Memory lab's tracker: MemTracker's process-global hooks, in a worker
+
+    with isolated_rng(options.seed):
+        model = build_model()
+    x, y = make_batches(PrecisionOptions(input_exp=options.input_exp, steps=STEPS_RANGE[0], seed=options.seed))[0]
+    parts = {}
+    for done, precision in enumerate(("fp32", "bf16", "fp16"), 1):
+        m = memory.measure(model, x, optimizer="sgd", precision=precision, loss_fn=F.cross_entropy, target=y)
+        parts[precision] = {**{part: getattr(m, part) for part in MEMORY_PARTS}, "peak": m.peak}
+        if report:
+            report(done, 3)
+    return parts

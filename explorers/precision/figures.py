@@ -96,3 +96,30 @@ def layer_figure(result: PrecisionResult) -> go.Figure:
     figure.update_yaxes(title="values at step 1", rangemode="tozero")
     figure.update_xaxes(title="layer")
     return chartroom.style(figure, "Per layer at step 1: overflow and underflow", height=460)
+
+
+PART_COLOURS = {
+    "parameters": "#1f77b4",
+    "gradients": "#ff7f0e",
+    "activations": "#2ca02c",
+    "weight_copies": "#9467bd",
+    "batch": "#8c564b",
+}
+
+
+def memory_figure(parts: dict[str, dict[str, int]]) -> go.Figure:
+    """Bytes per part of one steady step, stacked per precision (the Memory lab's categories)."""
+    precisions = list(parts)
+    figure = go.Figure()
+    for part, colour in PART_COLOURS.items():
+        figure.add_trace(
+            go.Bar(
+                x=precisions,
+                y=[parts[p][part] / 1024 for p in precisions],
+                name=part.replace("_", " "),
+                marker_color=colour,
+            )
+        )
+    figure.update_layout(barmode="stack")
+    figure.update_yaxes(title="KiB in one steady step", rangemode="tozero")
+    return chartroom.style(figure, "Memory per part, by precision")

@@ -6,6 +6,7 @@ import re
 
 from explorers.precision.experiment import LAYERS, PrecisionResult, PrecisionRun
 from explorers.statements import Statement
+from explorers.units import format_bytes
 
 
 def first_sentence(message: str) -> str:
@@ -188,3 +189,28 @@ def layer_rows(result: PrecisionResult) -> list[dict]:
         for p, run in result.runs.items()
         for layer in LAYERS
     ]
+
+
+def memory_sentence(parts: dict[str, dict[str, int]]) -> str:
+    """Bytes per part under each precision, as the Memory lab's tracker measured one steady step."""
+    fp32, bf16 = parts["fp32"], parts["bf16"]
+    return (
+        f"One steady SGD step, measured by the Memory lab's tracker: activations saved for backward "
+        f"{format_bytes(fp32['activations'])} in fp32, {format_bytes(bf16['activations'])} under bf16 autocast, "
+        f"{format_bytes(parts['fp16']['activations'])} under fp16; autocast's weight copies "
+        f"{format_bytes(bf16['weight_copies'])} (bf16) and {format_bytes(parts['fp16']['weight_copies'])} (fp16); "
+        + _same_or_each(parts, "parameters")
+        + "; "
+        + _same_or_each(parts, "gradients")
+        + f"; the step's peak {format_bytes(fp32['peak'])}, {format_bytes(bf16['peak'])} and "
+        f"{format_bytes(parts['fp16']['peak'])}."
+    )
+
+
+def _same_or_each(parts: dict[str, dict[str, int]], part: str) -> str:
+    values = [parts[p][part] for p in ("fp32", "bf16", "fp16")]
+    if len(set(values)) == 1:
+        return f"{part} {format_bytes(values[0])} in each precision"
+    return f"{part} " + ", ".join(
+        f"{format_bytes(v)} ({p})" for v, p in zip(values, ("fp32", "bf16", "fp16"), strict=True)
+    )
