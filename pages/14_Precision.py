@@ -74,7 +74,7 @@ figures.plotly(
 )
 st.markdown(f"- {lesson.memory_sentence(memory_parts)}")
 st.page_link(
-    "pages/4_Memory.py", label="The Memory lab: every part, over batch sizes and models", icon=":material/memory:"
+    "pages/4_Memory.py", label="The Memory lab, for every part", icon=":material/memory:"
 )
 
 st.subheader("Which dtype each op produced (first forward)")
