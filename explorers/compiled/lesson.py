@@ -21,19 +21,20 @@ RECOMPILATION_DOC = "https://docs.pytorch.org/docs/stable/torch.compiler_dynamic
 STATEMENTS: dict[str, Statement] = {
     "break_splits": Statement(
         text=(
-            "A graph break does not stop compilation: dynamo ends the graph before the line it cannot trace, "
-            "runs that line in Python, and compiles what follows as another graph."
+            "A graph break in straight-line code does not stop compilation: dynamo ends the graph before the "
+            "line it cannot trace, runs that line in Python, and compiles what follows as another graph."
         ),
-        scope="torch.compile with fullgraph=False (the default); fullgraph=True raises at a break that it "
-        "cannot trace instead",
+        scope="torch.compile with fullgraph=False (the default; fullgraph=True raises instead); a break inside a "
+        "for or while loop or a user context manager makes dynamo skip that whole function, and a module dynamo "
+        "does not trace (nn.LSTM) runs eagerly, so less than the rest is compiled",
         source=f"{GRAPH_BREAKS_DOC} and torch/_dynamo/symbolic_convert.py",
     ),
     "guards": Statement(
         text=(
             "Each compiled graph carries guards on what it assumed (input sizes and dtypes, Python values it "
             "read, such as a global or a float from `.item()`). A call that fails every cached graph's guards "
-            "is compiled again; past `torch._dynamo.config.recompile_limit` recompiles of one frame (8 by "
-            "default), dynamo stops compiling it and runs it eagerly."
+            "is compiled again, until one frame holds `torch._dynamo.config.recompile_limit` graphs (8 by "
+            "default, so 7 recompiles); after that dynamo stops compiling it and runs it eagerly."
         ),
         scope="per code object (a function or a resumed part after a break); the limit counts graphs kept "
         "for it, not calls",
@@ -100,14 +101,21 @@ def _where(file: str, line_number: int) -> str:
     return f"{os.path.basename(file)}:{line_number}" if file else "an unknown line"
 
 
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'s' * (n != 1)}"
+
+
 def breaks_sentences(found: GraphBreaks) -> list[str]:
+    if not found.graphs:
+        return [
+            "`torch._dynamo.explain` captured no graph: nothing of this forward was compiled"
+            + (f" ({_count(found.break_count, 'break')} reported)." if found.breaks else ".")
+        ]
     if not found.breaks:
-        return [f"`torch._dynamo.explain` captured the forward as {found.graphs} graph, with no break."]
+        return [f"`torch._dynamo.explain` captured the forward as {_count(found.graphs, 'graph')}, with no break."]
     lines = [
-        f"`torch._dynamo.explain` captured {found.graphs} graphs with {found.break_count} "
-        f"break{'s' * (found.break_count != 1)} between them; ops per graph: "
-        + ", ".join(map(str, found.ops_per_graph))
-        + "."
+        f"`torch._dynamo.explain` captured {_count(found.graphs, 'graph')} and reported "
+        f"{_count(found.break_count, 'break')}; ops per graph: " + ", ".join(map(str, found.ops_per_graph)) + "."
     ]
     for b in found.breaks:
         lines.append(f"Break at `{b.line}` ({_where(b.file, b.line_number)}): dynamo says *{b.reason}*.")
@@ -145,10 +153,14 @@ def recompile_sentences(r: Recompiles) -> list[str]:
         f"Over {len(r.steps)} calls with {dynamic_words(r.dynamic)}, dynamo handed the backend {r.graphs} "
         f"graph{'s' * (r.graphs != 1)} to compile, at {_calls(compiled_at)}."
     ]
-    reasons = [(i, s.reasons[0]) for i, s in enumerate(r.steps, 1) if s.reasons]
+    reasons = [(i, s) for i, s in enumerate(r.steps, 1) if s.reasons]
     if reasons:
-        step, reason = reasons[0]
-        lines.append(f"Call {step} recompiled because a guard failed: `{' '.join(reason.split())}`.")
+        step, seen = reasons[0]
+        guard = " ".join(seen.reasons[0].split())
+        if seen.graphs_compiled:
+            lines.append(f"Call {step} recompiled because a guard failed: `{guard}`.")
+        else:
+            lines.append(f"At call {step} a guard failed (`{guard}`), and dynamo compiled nothing new.")
     most = max((s.graph_calls for s in r.steps), default=0)
     fewer = [i for i, s in enumerate(r.steps, 1) if s.graph_calls < most]
     if r.limit_hit:

@@ -77,8 +77,9 @@ class LayerCounts:
     inf: int  # of them, ±inf
     nan: int
     grad_values: int  # elements of the gradient flowing into the output
-    grad_underflow: int  # of them, zero here and non-zero in the fp32 run (None for fp32 itself: 0)
+    grad_underflow: int  # of them, zero here where fp32's is non-zero yet below this dtype's smallest normal
     grad_inf_or_nan: int
+    grad_rounded_to_zero: int = 0  # zero here where fp32's is within this dtype's range: rounding, not range
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class PrecisionRun:
     op_dtypes: tuple[tuple[str, str], ...]  # the first forward's ops and their output dtypes, in order
     scales: tuple[tuple[float, float], ...] = ()  # GradScaler: (scale before, scale after update) per step
     warnings: tuple[str, ...] = ()
+    nonfinite_from: int | None = None  # the first step after which some weight held inf or nan
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,7 @@ def _train(model: nn.Module, batches, precision: str, options: PrecisionOptions)
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE / 10.0**options.loss_exp)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10, gamma=0.5)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**options.scale_exp) if "GradScaler" in precision else None
-    losses, stepped, scales = [], [], []
+    losses, stepped, scales, nonfinite_from = [], [], [], None
     dtypes, probe = _Dtypes(), copy.deepcopy(model)
     with torch.no_grad(), _autocast(precision), dtypes:
         F.cross_entropy(probe(batches[0][0]), batches[0][1])
@@ -203,9 +205,14 @@ def _train(model: nn.Module, batches, precision: str, options: PrecisionOptions)
                     handle.remove()
             losses.append(float(loss.detach()))
             stepped.append(any(not _same_bits(b, p) for b, p in zip(before, model.parameters(), strict=True)))
+            if nonfinite_from is None and not all(torch.isfinite(p).all() for p in model.parameters()):
+                nonfinite_from = step + 1
     said = tuple(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
-    run = PrecisionRun(precision, tuple(losses), tuple(stepped), {}, tuple(dtypes.ops), tuple(scales), said)
-    return run, {"outputs": outputs, "grads": grads}
+    run = PrecisionRun(
+        precision, tuple(losses), tuple(stepped), {}, tuple(dtypes.ops), tuple(scales), said, nonfinite_from
+    )
+    first_scale = scales[0][0] if scales else 1.0  # the gradients flowing at step 1 were scaled by it
+    return run, {"outputs": outputs, "grads": grads, "scale": first_scale}
 
 
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -214,14 +221,19 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _counts(first: dict, reference: dict | None) -> dict[str, LayerCounts]:
+    """At step 1, per layer. A gradient value that is zero here and non-zero in fp32 is underflow when fp32's
+    value (times the scaler's scale, which multiplied this run's) is below the smallest normal of the dtype
+    the gradient flowed in; otherwise rounding or cancellation zeroed it, inside the dtype's range."""
     counts = {}
     for name in LAYERS:
-        out, grad = first["outputs"][name].float(), first["grads"].get(name)
-        grad = grad.float() if grad is not None else torch.zeros(0)
-        underflow = 0
+        out, flowed = first["outputs"][name].float(), first["grads"].get(name)
+        grad = flowed.float() if flowed is not None else torch.zeros(0)
+        underflow = rounded = 0
         if reference is not None and name in reference["grads"] and grad.numel():
-            ref = reference["grads"][name].float()
-            underflow = int(((grad == 0) & (ref != 0) & torch.isfinite(grad)).sum())
+            ref = reference["grads"][name].float() * first["scale"]
+            lost = (grad == 0) & (ref != 0)
+            below = ref.abs() < torch.finfo(flowed.dtype).tiny
+            underflow, rounded = int((lost & below).sum()), int((lost & ~below).sum())
         counts[name] = LayerCounts(
             out.numel(),
             int(torch.isinf(out).sum()),
@@ -229,6 +241,7 @@ def _counts(first: dict, reference: dict | None) -> dict[str, LayerCounts]:
             grad.numel(),
             underflow,
             int((~torch.isfinite(grad)).sum()),
+            rounded,
         )
     return counts
 

@@ -30,8 +30,8 @@ STATEMENTS: dict[str, Statement] = {
             "lower-precision copies of their inputs, ops on its float32 list run in float32, and the parameters "
             "themselves stay float32; their gradients are float32 too."
         ),
-        scope="ops called inside the autocast region on its device (the CPU lists of torch 2.13 here); other ops "
-        "run in the dtype of the inputs they get",
+        scope="float32 inputs of ops called inside the autocast region on its device (the CPU lists of torch 2.13 "
+        "here; float64 inputs stay float64); other ops run in the dtype of the inputs they get",
         source=f"{AMP_DOC}#autocast-op-reference",
     ),
     "scaler": Statement(
@@ -64,6 +64,10 @@ def _steps(numbers: list[int]) -> str:
     return f"steps {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
 
 
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'s' * (n != 1)}"
+
+
 def _loss(value: float) -> str:
     return f"{value:.3f}" if value == value and abs(value) != float("inf") else str(value)
 
@@ -87,15 +91,28 @@ def run_sentences(run: PrecisionRun) -> list[str]:
     under = [(layer, c) for layer, c in run.layers.items() if c.grad_underflow]
     if under:
         lines.append(
-            f"{name}: at step 1, gradient values flowing into each layer's output that were zero here and not "
-            "in fp32 (underflow): "
+            f"{name}: at step 1, gradient values flowing into each layer's output that were zero here where fp32's "
+            "were below this dtype's smallest normal value (underflow): "
             + ", ".join(f"`{layer}` {c.grad_underflow} of {c.grad_values}" for layer, c in under)
             + "."
         )
-    moved = sum(run.stepped)
-    if moved < len(run.stepped):
-        still = [i for i, s in enumerate(run.stepped, 1) if not s]
-        lines.append(f"{name}: the weights did not change at {_steps(still)} ({moved} of {len(run.stepped)} moved).")
+    rounded = [(layer, c) for layer, c in run.layers.items() if c.grad_rounded_to_zero]
+    if rounded:
+        lines.append(
+            f"{name}: at step 1, gradient values that were zero here although fp32's lay within this dtype's range "
+            "(rounding, not underflow): "
+            + ", ".join(f"`{layer}` {c.grad_rounded_to_zero} of {c.grad_values}" for layer, c in rounded)
+            + "."
+        )
+    finite_steps = run.stepped[: run.nonfinite_from] if run.nonfinite_from else run.stepped
+    still = [i for i, s in enumerate(finite_steps, 1) if not s]
+    if still:
+        lines.append(
+            f"{name}: the weights did not change at {_steps(still)} ({sum(finite_steps)} of {len(finite_steps)} "
+            "steps with finite weights moved them)."
+        )
+    if run.nonfinite_from:
+        lines.append(f"{name}: from step {run.nonfinite_from} on, some weights held inf or nan.")
     return lines
 
 
@@ -112,7 +129,7 @@ def scaler_sentences(run: PrecisionRun) -> list[str]:
             "the scale after each."
         )
     else:
-        lines.append("It skipped no step: the weights changed at every step.")
+        lines.append("It cut its scale at no step: it skipped none.")
     order = [w for w in run.warnings if "lr_scheduler.step()" in w]
     if order:
         lines.append(
@@ -126,16 +143,17 @@ def bf16_sentence(result: PrecisionResult) -> str:
     """The same settings in bf16 with no scaler: the run as the witness of why bf16 usually needs none."""
     bf16, fp16 = result.run("bf16"), result.run("fp16")
 
-    def trouble(run: PrecisionRun) -> tuple[int, int, int]:
+    def trouble(run: PrecisionRun) -> tuple[int, int, int]:  # inf or nan outputs, underflowed grads, steps moved
         return (sum(c.inf + c.nan for c in run.layers.values()), sum(c.grad_underflow for c in run.layers.values()),
                 sum(run.stepped))  # fmt: skip
 
     b, f = trouble(bf16), trouble(fp16)
     steps = len(bf16.stepped)
     return (
-        f"At these settings, with no scaler, bf16 had {b[0]} inf or nan outputs and {b[1]} underflowed gradient "
-        f"values at step 1 and moved the weights at {b[2]} of {steps} steps; fp16 had {f[0]}, {f[1]} and "
-        f"{f[2]} of {steps}."
+        f"At these settings, with no scaler, at step 1 bf16 had {_count(b[0], 'inf or nan output')} and "
+        f"{_count(b[1], 'underflowed gradient value')}, fp16 {_count(f[0], 'inf or nan output')} and "
+        f"{_count(f[1], 'underflowed gradient value')}; bf16 moved the weights at {b[2]} of {steps} steps, fp16 at "
+        f"{f[2]}."
     )
 
 
@@ -184,6 +202,7 @@ def layer_rows(result: PrecisionResult) -> list[dict]:
             "inf": run.layers[layer].inf,
             "nan": run.layers[layer].nan,
             "underflowed grads": run.layers[layer].grad_underflow,
+            "grads rounded to zero": run.layers[layer].grad_rounded_to_zero,
             "of": run.layers[layer].grad_values,
         }
         for p, run in result.runs.items()

@@ -37,7 +37,7 @@ def test_opens_with_four_loss_curves_and_no_skipped_step(lab):
         "fp16 autocast",
         "fp16 + GradScaler",
     ]
-    assert "It skipped no step" in text(lab) and "produced bfloat16" in text(lab)
+    assert "it skipped none" in text(lab) and "produced bfloat16" in text(lab)
 
 
 def test_large_inputs_overflow_fp16_and_the_scaler_skips_and_warns(lab):

@@ -193,3 +193,42 @@ def test_a_new_guard_failure_pays_the_compile_again():
     assert counter.graphs == 1
     compiled(torch.randn(6, 4))
     assert counter.graphs == 2
+
+
+@falsifies(STATEMENTS["break_splits"])
+@pytest.mark.parametrize("where", ["loop", "context_manager"])
+def test_a_break_inside_a_loop_or_a_user_context_manager_skips_the_whole_function(where):
+    import contextlib
+
+    @contextlib.contextmanager
+    def nothing():
+        yield
+
+    class Looping(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(4, 4)
+
+        def forward(self, x):
+            if where == "loop":
+                for _ in range(2):
+                    x = self.linear(x)
+                    print(end="")  # a break inside the loop
+                return x
+            with nothing():
+                x = self.linear(x)
+                print(end="")
+            return x
+
+    counter = Counter()
+    out = torch.compile(Looping(), backend=counter)(torch.randn(2, 4))
+    assert out.shape == (2, 4) and counter.graphs == 0  # nothing of forward was compiled
+    assert "for or while loop or a user context manager" in STATEMENTS["break_splits"].scope
+
+
+def test_a_guard_that_fails_at_the_limit_is_said_without_calling_it_a_recompile():
+    r = experiment.analyse(CompileOptions("shapes", dynamic="false", steps=3, recompile_limit=1)).recompiles
+    assert [s.graphs_compiled for s in r.steps] == [1, 0, 0] and r.steps[1].reasons
+    text = " ".join(lesson.recompile_sentences(r))
+    assert "recompiled" not in text and "At call 2 a guard failed" in text and "compiled nothing new" in text
+    assert "7 recompiles" in STATEMENTS["guards"].text

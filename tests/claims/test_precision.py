@@ -44,8 +44,10 @@ def test_the_underflow_count_matches_plain_autocast_and_hooks_of_our_own():
             warnings.simplefilter("ignore")
             (loss * 1e-6).backward()
         grads[precision] = seen["g"]
-    expected = int(((grads["fp16"] == 0) & (grads["fp32"] != 0)).sum())
-    assert lab.layers["fc2"].grad_underflow == expected
+    lost = (grads["fp16"] == 0) & (grads["fp32"] != 0)
+    below = grads["fp32"].abs() < torch.finfo(torch.float16).tiny
+    assert lab.layers["fc2"].grad_underflow == int((lost & below).sum()) > 0
+    assert lab.layers["fc2"].grad_rounded_to_zero == int((lost & ~below).sum())
 
 
 @falsifies(STATEMENTS["formats"])
@@ -150,3 +152,32 @@ def test_the_order_warning_comes_only_when_the_optimizer_never_stepped_before_th
             scheduler.step()
     warned = any("lr_scheduler.step()` before `optimizer.step()" in str(w.message) for w in caught)
     assert warned == first_skipped
+
+
+@falsifies(STATEMENTS["formats"])
+def test_a_bf16_zero_where_fp32_is_far_inside_bf16s_range_is_rounding_not_underflow():
+    result = experiment.run(PrecisionOptions(input_exp=3, loss_exp=0, steps=4, seed=77))
+    bf16 = result.run("bf16")
+    assert sum(c.grad_underflow for c in bf16.layers.values()) == 0  # fp32's range: nothing below its tiny
+    rounded = sum(c.grad_rounded_to_zero for c in bf16.layers.values())
+    text = " ".join(lesson.run_sentences(bf16))
+    assert (rounded > 0) == ("rounding, not underflow" in text) and "(underflow)" not in text
+
+
+@falsifies(STATEMENTS["autocast"])
+def test_float64_inputs_stay_float64_under_cpu_autocast():
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = nn.functional.linear(torch.randn(2, 4, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64))
+    assert out.dtype == torch.float64 and "float64 inputs stay float64" in STATEMENTS["autocast"].scope
+
+
+def test_weights_gone_nan_are_said_and_not_counted_as_unmoved_and_a_scaler_that_skipped_none_says_only_that():
+    nan_run = experiment.run(PrecisionOptions(input_exp=6, loss_exp=0, steps=13, seed=1)).run("fp16")
+    text = " ".join(lesson.run_sentences(nan_run))
+    assert nan_run.nonfinite_from == 1 and "from step 1 on, some weights held inf or nan" in text
+    assert "did not change" not in text
+    silent = experiment.run(PrecisionOptions(input_exp=3, loss_exp=-10, scale_exp=0, steps=4, seed=77))
+    scaled = silent.run("fp16 + GradScaler")
+    assert not any(scaled.stepped)  # every gradient underflowed: nothing to skip, nothing moved
+    words = " ".join(lesson.scaler_sentences(scaled))
+    assert "skipped none" in words and "changed" not in words
