@@ -57,8 +57,8 @@ with layers_column:
     figures.plotly(
         charts.layer_figure(result), figures.caption("Per layer at step 1", settings, page.device), "precision-layers"
     )
-    lines = [line for run in result.runs.values() for line in lesson.run_sentences(run)]
-    st.markdown("\n".join(f"- {line}" for line in lines) or "- No precision overflowed or underflowed at step 1.")
+    lines = lesson.trouble_lines(result)
+    st.markdown("\n".join(f"- {line}" for line in lines))
 with scaler_column:
     st.subheader("GradScaler, step by step")
     figures.plotly(
@@ -73,9 +73,7 @@ figures.plotly(
     "precision-memory",
 )
 st.markdown(f"- {lesson.memory_sentence(memory_parts)}")
-st.page_link(
-    "pages/4_Memory.py", label="The Memory lab, for every part", icon=":material/memory:"
-)
+st.page_link("pages/4_Memory.py", label="The Memory lab, for every part", icon=":material/memory:")
 
 st.subheader("Which dtype each op produced (first forward)")
 st.markdown("\n".join(f"- {lesson.dtype_sentence(result.run(p))}" for p in ("bf16", "fp16")))
@@ -99,7 +97,7 @@ figures.notes_download(
     figures.caption("Precision lab", settings, page.device),
     {
         "Loss": lesson.loss_sentence(result),
-        "Overflow and underflow": "\n".join(f"- {line}" for line in lines) or "none at step 1",
+        "Overflow and underflow": "\n".join(f"- {line}" for line in lines),
         "GradScaler": "\n".join(f"- {line}" for line in lesson.scaler_sentences(scaled)),
         "bf16 without a scaler": lesson.bf16_sentence(result),
         "Memory": lesson.memory_sentence(memory_parts),

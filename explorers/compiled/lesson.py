@@ -8,13 +8,13 @@ said by the Statements below, each with its scope and source, tried by tests/cla
 
 from __future__ import annotations
 
-import math
 import os
 
 from explorers.compiled.breaks import GraphBreaks
 from explorers.compiled.experiment import DYNAMIC, Analysis, PayoffRun
 from explorers.compiled.recompiles import Recompiles
 from explorers.statements import Statement
+from explorers.wording import count, series
 
 GRAPH_BREAKS_DOC = "https://docs.pytorch.org/docs/stable/torch.compiler_troubleshooting.html"
 RECOMPILATION_DOC = "https://docs.pytorch.org/docs/stable/torch.compiler_dynamic_shapes.html"
@@ -101,21 +101,17 @@ def _where(file: str, line_number: int) -> str:
     return f"{os.path.basename(file)}:{line_number}" if file else "an unknown line"
 
 
-def _count(n: int, thing: str) -> str:
-    return f"{n} {thing}{'s' * (n != 1)}"
-
-
 def breaks_sentences(found: GraphBreaks) -> list[str]:
     if not found.graphs:
         return [
             "`torch._dynamo.explain` captured no graph: nothing of this forward was compiled"
-            + (f" ({_count(found.break_count, 'break')} reported)." if found.breaks else ".")
+            + (f" ({count(found.break_count, 'break')} reported)." if found.breaks else ".")
         ]
     if not found.breaks:
-        return [f"`torch._dynamo.explain` captured the forward as {_count(found.graphs, 'graph')}, with no break."]
+        return [f"`torch._dynamo.explain` captured the forward as {count(found.graphs, 'graph')}, with no break."]
     lines = [
-        f"`torch._dynamo.explain` captured {_count(found.graphs, 'graph')} and reported "
-        f"{_count(found.break_count, 'break')}; ops per graph: " + ", ".join(map(str, found.ops_per_graph)) + "."
+        f"`torch._dynamo.explain` captured {count(found.graphs, 'graph')} and reported "
+        f"{count(found.break_count, 'break')}; ops per graph: " + ", ".join(map(str, found.ops_per_graph)) + "."
     ]
     for b in found.breaks:
         lines.append(f"Break at `{b.line}` ({_where(b.file, b.line_number)}): dynamo says *{b.reason}*.")
@@ -134,24 +130,11 @@ def fullgraph_sentence(analysis: Analysis) -> str:
     return "With `fullgraph=True` this forward compiled as one graph, without an error."
 
 
-def _calls(numbers: tuple[int, ...] | list[int]) -> str:
-    numbers = list(numbers)
-    if len(numbers) == 1:
-        return f"call {numbers[0]}"
-    if numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) > 2:
-        return f"calls {numbers[0]} to {numbers[-1]}"
-    return f"calls {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
-
-
-def dynamic_words(dynamic: bool | None) -> str:
-    return f"`dynamic={dynamic}`"
-
-
 def recompile_sentences(r: Recompiles) -> list[str]:
     compiled_at = [i for i, s in enumerate(r.steps, 1) if s.graphs_compiled]
     lines = [
-        f"Over {len(r.steps)} calls with {dynamic_words(r.dynamic)}, dynamo handed the backend {r.graphs} "
-        f"graph{'s' * (r.graphs != 1)} to compile, at {_calls(compiled_at)}."
+        f"Over {len(r.steps)} calls with {f'`dynamic={r.dynamic}`'}, dynamo handed the backend {r.graphs} "
+        f"graph{'s' * (r.graphs != 1)} to compile, at {series('call', compiled_at)}."
     ]
     reasons = [(i, s) for i, s in enumerate(r.steps, 1) if s.reasons]
     if reasons:
@@ -169,7 +152,7 @@ def recompile_sentences(r: Recompiles) -> list[str]:
         eager = set(r.eager_steps)
         part = "no compiled graph: the whole forward ran eagerly" if set(fewer) <= eager else "fewer compiled graphs"
         lines.append(
-            f"{_calls(fewer).capitalize()} ran {part} (other calls ran up to {most} compiled graph{'s' * (most != 1)})."
+            f"{series('call', fewer).capitalize()} ran {part} (other calls ran up to {count(most, 'compiled graph')})."
         )
     return lines
 
@@ -202,8 +185,3 @@ def payoff_sentences(run: PayoffRun) -> list[str]:
     if p.loss_gap > 0:
         lines.append(f"The last step's loss differed by {p.loss_gap:.2g} between eager and compiled.")
     return lines
-
-
-def break_even_words(run: PayoffRun) -> str:
-    steps = run.payoff.break_even
-    return "none on this run" if steps is None or not math.isfinite(steps) else f"{steps} steps"

@@ -25,11 +25,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import math
 import time
 import warnings
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -101,7 +100,6 @@ class PrecisionResult:
     seconds: float
     torch_version: str
     device: str = "cpu"
-    extras: dict = field(default_factory=dict)
 
     def run(self, precision: str) -> PrecisionRun:
         return self.runs[precision]
@@ -266,10 +264,6 @@ def run(options: PrecisionOptions, report=None) -> PrecisionResult:
 
 def _with_counts(run: PrecisionRun, counts: dict[str, LayerCounts]) -> PrecisionRun:
     return dataclasses.replace(run, layers=counts)
-
-
-def finite(values) -> list[float | None]:
-    return [v if math.isfinite(v) else None for v in values]
 
 
 MEMORY_PARTS = ("parameters", "gradients", "activations", "weight_copies", "batch")

@@ -7,6 +7,7 @@ import re
 from explorers.precision.experiment import LAYERS, PrecisionResult, PrecisionRun
 from explorers.statements import Statement
 from explorers.units import format_bytes
+from explorers.wording import count, series
 
 
 def first_sentence(message: str) -> str:
@@ -56,18 +57,6 @@ STATEMENTS: dict[str, Statement] = {
 NAMES = {"fp32": "fp32", "bf16": "bf16 autocast", "fp16": "fp16 autocast", "fp16 + GradScaler": "fp16 + GradScaler"}
 
 
-def _steps(numbers: list[int]) -> str:
-    if len(numbers) > 2 and numbers == list(range(numbers[0], numbers[-1] + 1)):
-        return f"steps {numbers[0]} to {numbers[-1]}"
-    if len(numbers) == 1:
-        return f"step {numbers[0]}"
-    return f"steps {', '.join(map(str, numbers[:-1]))} and {numbers[-1]}"
-
-
-def _count(n: int, thing: str) -> str:
-    return f"{n} {thing}{'s' * (n != 1)}"
-
-
 def _loss(value: float) -> str:
     return f"{value:.3f}" if value == value and abs(value) != float("inf") else str(value)
 
@@ -108,12 +97,20 @@ def run_sentences(run: PrecisionRun) -> list[str]:
     still = [i for i, s in enumerate(finite_steps, 1) if not s]
     if still:
         lines.append(
-            f"{name}: the weights did not change at {_steps(still)} ({sum(finite_steps)} of {len(finite_steps)} "
-            "steps with finite weights moved them)."
+            f"{name}: the weights did not change at {series('step', still)} ({sum(finite_steps)} of "
+            f"{len(finite_steps)} steps with finite weights moved them)."
         )
     if run.nonfinite_from:
         lines.append(f"{name}: from step {run.nonfinite_from} on, some weights held inf or nan.")
     return lines
+
+
+NO_TROUBLE = "No precision had an inf or nan output, or lost a gradient value to zero, at step 1."
+
+
+def trouble_lines(result: PrecisionResult) -> list[str]:
+    """Every precision's run sentences, or the one sentence saying the run witnessed none of them."""
+    return [line for run in result.runs.values() for line in run_sentences(run)] or [NO_TROUBLE]
 
 
 def scaler_sentences(run: PrecisionRun) -> list[str]:
@@ -125,8 +122,8 @@ def scaler_sentences(run: PrecisionRun) -> list[str]:
     lines = [f"GradScaler's scale started at {first:g} and ended at {last:g}."]
     if skipped:
         lines.append(
-            f"It skipped the optimizer step at {_steps(skipped)}: the weights did not change there, and update() cut "
-            "the scale after each."
+            f"It skipped the optimizer step at {series('step', skipped)}: the weights did not change there, and "
+            "update() cut the scale after each."
         )
     else:
         lines.append("It cut its scale at no step: it skipped none.")
@@ -150,9 +147,9 @@ def bf16_sentence(result: PrecisionResult) -> str:
     b, f = trouble(bf16), trouble(fp16)
     steps = len(bf16.stepped)
     return (
-        f"At these settings, with no scaler, at step 1 bf16 had {_count(b[0], 'inf or nan output')} and "
-        f"{_count(b[1], 'underflowed gradient value')}, fp16 {_count(f[0], 'inf or nan output')} and "
-        f"{_count(f[1], 'underflowed gradient value')}; bf16 moved the weights at {b[2]} of {steps} steps, fp16 at "
+        f"At these settings, with no scaler, at step 1 bf16 had {count(b[0], 'inf or nan output')} and "
+        f"{count(b[1], 'underflowed gradient value')}, fp16 {count(f[0], 'inf or nan output')} and "
+        f"{count(f[1], 'underflowed gradient value')}; bf16 moved the weights at {b[2]} of {steps} steps, fp16 at "
         f"{f[2]}."
     )
 
