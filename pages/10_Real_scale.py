@@ -102,11 +102,9 @@ with stage:
     (st.success if fits else st.error)(words)
     figures.table(lesson.budget_rows(plan, BUDGETS_GIB))
 
-parameters, gradients, state, activations = st.columns(4)
-parameters.metric("Parameters", lesson.gib(plan.parameters))
-gradients.metric("Gradients", lesson.gib(plan.gradients))
-state.metric("Optimizer state", lesson.gib(plan.optimizer_state))
-activations.metric("Activations", lesson.gib(plan.activations))
+parts = lesson.metric_parts(plan)
+for column, (name, nbytes) in zip(st.columns(len(parts)), parts, strict=True):
+    column.metric(name, lesson.gib(nbytes))
 st.caption(lesson.provenance(plan))
 for note in (lesson.sharding_words(plan), lesson.unsharded_words(plan), lesson.head_words(plan)):
     if note:

@@ -90,7 +90,8 @@ class Plan:
     parameters: int  # per rank, after sharding
     gradients: int
     optimizer_state: int
-    activations: int  # saved for backward, autocast's weight copies included
+    activations: int  # saved for backward; autocast's weight copies are their own part, below
+    weight_copies: int  # autocast's 16-bit copies of the fp32 weights (0 without autocast)
     peak: int  # the higher of the first two steps' peaks, per rank
     peak_phase: str
     peak_step: int  # 1 or 2
@@ -353,7 +354,8 @@ def _per_rank(
         parameters=rank["parameters"],
         gradients=rank["gradients"],
         optimizer_state=rank["optimizer state"],
-        activations=measured.activations + measured.weight_copies,
+        activations=measured.activations,
+        weight_copies=measured.weight_copies,
         peak=peak,
         peak_phase=phase,
         peak_step=number,

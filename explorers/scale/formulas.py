@@ -35,9 +35,10 @@ class Formulas:
     heads: int
     korthikanti_block: int  # bytes per block with the attention scores stored
     korthikanti_block_fused: int  # without them (34·s·b·h)
-    measured_block: int | None  # saved for backward by one block, measured (weight copies included)
+    measured_block: int | None  # saved for backward by one block, measured (autocast's weight copies not included)
     measured_outside: int | None  # saved by everything outside the blocks, measured
     measured_activations: int  # the whole model's, measured
+    measured_weight_copies: int  # autocast's weight copies, measured: a part the formula does not count
     logits_fp32: int  # batch x sequence x vocabulary x 4 bytes: one fp32 copy of the logits, computed
     upcasts_logits: bool  # the loss works on that fp32 copy of 16-bit logits (models.upcasts_logits)
     options: PlanOptions  # what was measured: the formulas assume no checkpointing and every block training
@@ -72,6 +73,7 @@ def measure_formulas(options: PlanOptions, report: Callable | None = None) -> Fo
         measured_block=small[1] - small[0] if small else None,
         measured_outside=2 * small[0] - small[1] if small else None,
         measured_activations=whole.activations,
+        measured_weight_copies=whole.weight_copies,
         logits_fp32=b * s * config.vocab_size * 4,
         upcasts_logits=models.upcasts_logits(config, options.precision),
         options=options,

@@ -100,6 +100,8 @@ def gib_beside(nbytes: int, budget_gib: int) -> str:
     digits = 1
     while digits < 3 and f"{nbytes / 2**30:.{digits}f}" == f"{budget_gib:.{digits}f}":
         digits += 1
+    if nbytes != budget_gib * 2**30 and f"{nbytes / 2**30:.{digits}f}" == f"{budget_gib:.{digits}f}":
+        return f"{nbytes:,} B"  # within half a MiB of the budget: only the bytes tell the two apart
     return gib(nbytes, digits)
 
 
@@ -232,12 +234,14 @@ SCALED_NOTE = (
 def limit_words(limit: Limit, budget_gib: int) -> str:
     knob = "micro-batch" if limit.knob == "batch_size" else f"sequence (in steps of {SEQ_GRID})"
     if limit.value is None:
-        smallest = limit.next_up
-        return f"No {knob} fits in {budget_gib} GiB: the smallest tried peaks at {gib(smallest.peak)}."
-    words = f"Largest {knob} that fits in {budget_gib} GiB: {limit.value:,} (peak {gib(limit.fits.peak)})"
+        smallest_peak = gib_beside(limit.next_up.peak, budget_gib)
+        return f"No {knob} fits in {budget_gib} GiB: the smallest tried peaks at {smallest_peak}."
+    peak = gib_beside(limit.fits.peak, budget_gib)
+    words = f"Largest {knob} that fits in {budget_gib} GiB: {limit.value:,} (peak {peak})"
     if limit.next_up is not None:
         next_value = getattr(limit.next_up.options, limit.knob)
-        return words + f"; {next_value:,} peaks at {gib(limit.next_up.peak)}. {steps_measured(limit.measured)}."
+        next_peak = gib_beside(limit.next_up.peak, budget_gib)
+        return words + f"; {next_value:,} peaks at {next_peak}. {steps_measured(limit.measured)}."
     return words + f", the end of the range tried ({limit.end:,}). {steps_measured(limit.measured)}."
 
 
@@ -254,7 +258,7 @@ def remedy_rows(remedies: Remedies, budget_gib: int) -> list[dict[str, str]]:
     return [
         {
             "Change": r.name,
-            "Peak per GPU": gib(r.plan.peak),
+            "Peak per GPU": gib_beside(r.plan.peak, budget_gib),
             "Saves": ("" if r.saved >= 0 else "−") + gib(abs(r.saved)),
             f"Fits {budget_gib} GiB": "yes" if r.plan.fits(budget) else "no",
             "How": remedy_how(r),
@@ -298,7 +302,23 @@ def formula_lines(f: Formulas) -> list[str]:
             f"The loss works on an fp32 copy of the 16-bit logits: batch × sequence × vocabulary × 4 bytes = "
             f"{gib(f.logits_fp32)}."
         )
+    if f.measured_weight_copies:
+        lines.append(
+            f"Autocast's 16-bit weight copies, {gib(f.measured_weight_copies)}, are counted apart: neither formula "
+            "counts them."
+        )
     return lines
+
+
+def metric_parts(plan: Plan) -> list[tuple[str, int]]:
+    """The step's parts per GPU, each as the bar and the prediction count it; weight copies only under autocast."""
+    parts = [
+        ("Parameters", plan.parameters),
+        ("Gradients", plan.gradients),
+        ("Optimizer state", plan.optimizer_state),
+        ("Activations", plan.activations),
+    ]
+    return parts + ([("Weight copies", plan.weight_copies)] if plan.weight_copies else [])
 
 
 PREDICT_QUESTION = "At this step's peak, which of these four takes the most memory per GPU?"
@@ -306,13 +326,13 @@ PREDICT_CHOICES = ("parameters", "gradients", "optimizer state", "activations")
 
 
 def predict_answers(plan: Plan) -> tuple[str, ...]:
-    """The largest of the four at the peak, as measured (activations include autocast's weight copies);
-    several when they tie (parameters and gradients of the same dtype often do)."""
+    """The largest of the four at the peak, as measured; several when they tie (parameters and gradients
+    of the same dtype often do). Autocast's weight copies are none of the four, here as on the bar."""
     parts = {
         "parameters": plan.at_peak.get("parameters", 0),
         "gradients": plan.at_peak.get("gradients", 0),
         "optimizer state": plan.at_peak.get("optimizer state", 0),
-        "activations": plan.at_peak.get("activations", 0) + plan.at_peak.get("weight copies", 0),
+        "activations": plan.at_peak.get("activations", 0),
     }
     largest = max(parts.values())
     return tuple(name for name, nbytes in parts.items() if nbytes == largest)

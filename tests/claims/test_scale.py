@@ -236,9 +236,10 @@ def test_the_verdict_and_the_limits_quote_measured_peaks():
     assert limit.fits.fits(budget) and not limit.next_up.fits(budget)
     assert limit.next_up.options.batch_size == limit.value + 1
     words = lesson.limit_words(limit, 4)
-    assert f"{limit.value:,}" in words and lesson.gib(limit.fits.peak) in words
+    assert f"{limit.value:,}" in words and lesson.gib_beside(limit.fits.peak, 4) in words
+    assert lesson.gib_beside(limit.next_up.peak, 4) in words
     fits, verdict = lesson.verdict(limit.next_up, 4)
-    assert not fits and lesson.gib(limit.next_up.peak) in verdict
+    assert not fits and lesson.gib_beside(limit.next_up.peak, 4) in verdict
 
 
 @falsifies(STATEMENTS["foreach"])
@@ -289,3 +290,64 @@ def test_the_loss_copies_the_logits_to_fp32_exactly_where_the_lab_says(name, pre
     with Watch(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
         model(input_ids=ids, labels=ids)
     assert bool(found) == models.upcasts_logits(config, precision)
+
+
+# --- Issue 33: one definition of each part; a limit that does not round onto the budget ---------
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        PlanOptions(model="mistral-7b", seq_len=1024, batch_size=2, world_size=4, zero_stage=2),
+        PlanOptions(model="llama-3-8b", seq_len=2048, world_size=4, zero_stage=2),
+    ],
+    ids=["mistral-7b", "llama-3-8b"],
+)
+def test_activations_hold_no_weight_copies_in_the_metric_the_bar_and_the_prediction(options):
+    """Autocast's 16-bit weight copies are their own part: the prediction's four, the metrics and the bar
+    all count activations without them, so the parameters win here (on Mistral they did not when the copies
+    were added to the activations)."""
+    from explorers.scale.experiment import measure_plan
+
+    plan = measure_plan(options)
+    copies = plan.at_peak["weight copies"]
+    assert copies > 2**30 and plan.weight_copies > 2**30
+    assert plan.at_peak["parameters"] > plan.at_peak["activations"]
+    assert lesson.predict_answers(plan) == ("parameters",)
+    metrics = dict(lesson.metric_parts(plan))
+    assert metrics["Activations"] == plan.activations == plan.measured.activations
+    assert metrics["Weight copies"] == plan.weight_copies == plan.measured.weight_copies
+    if plan.peak_phase == "forward":  # nothing saved is freed before backward: the bar's part is the metric's
+        assert plan.at_peak["activations"] == plan.activations
+
+
+def test_the_formula_comparison_measures_activations_without_the_weight_copies():
+    from explorers.scale.formulas import Formulas, measure_formulas
+
+    options = PlanOptions(model="gpt2", seq_len=128, batch_size=2)  # bf16 mixed: autocast copies the weights
+    plan = _plan(models.config_for("gpt2"), options, "published")
+    f: Formulas = measure_formulas(options)
+    assert f.measured_activations == plan.activations == plan.measured.activations
+    assert f.measured_weight_copies == plan.weight_copies > 0
+    lines = " ".join(lesson.formula_lines(f))
+    assert f"Measured for the whole model: {lesson.gib(plan.activations)}." in lines
+    assert lesson.gib(plan.weight_copies) in lines and "neither formula counts them" in lines
+
+
+def test_a_limit_never_reads_as_the_budget_when_it_misses_or_fits_it():
+    """bert-large at 512 tokens in fp32 with SGD: 18 samples peak 40.044 GiB, which must not read "40.0 GiB"."""
+    import re
+
+    from explorers.scale.search import Question, limits
+
+    options = PlanOptions(model="bert-large-uncased", seq_len=512, batch_size=17, precision="fp32", optimizer="sgd")
+    found = limits(Question(options, 40))
+    assert found.batch.next_up.peak > 40 * 2**30
+    words = lesson.limit_words(found.batch, 40)
+    shown = re.search(r"; 18 peaks at ([\d.,]+) (GiB|B)", words)
+    assert shown, words
+    value = float(shown[1].replace(",", "")) * (2**30 if shown[2] == "GiB" else 1)
+    assert value > 40 * 2**30
+    for near in (40 * 2**30 + 2**19 - 1, 40 * 2**30 - 2**19 + 1, 40 * 2**30 + 2**22):
+        text = lesson.gib_beside(near, 40)
+        assert text not in ("40.0 GiB", "40.00 GiB", "40.000 GiB"), near
