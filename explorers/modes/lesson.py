@@ -150,14 +150,25 @@ def _readers(grid: ModeGrid) -> list[str]:
     ]
 
 
+def dropout_share_words(cell: Cell, bold: bool = False) -> str:
+    """What dropout zeroed, counted over the non-zero units it received: a unit that arrived as zero (after a
+    ReLU, say) reads zero whether it was dropped or not, so it is counted apart, never as dropped."""
+    mark = "**" if bold else ""
+    already = cell.dropout_received - cell.dropout_nonzero
+    return (
+        f"zeroed {mark}{cell.dropout_zeroed:,} of the {cell.dropout_nonzero:,}{mark} non-zero units it "
+        f"received ({cell.dropout_zeroed_fraction:.1%}"
+        + (f"; {already:,} of its {cell.dropout_received:,} arrived as zero)" if already else ")")
+    )
+
+
 def _module_effects(cell: Cell, grid: ModeGrid) -> list[str]:
     """What the modes-sensitive modules did in a cell that ran, in words."""
     effects = []
     if cell.dropout_active:
-        fraction = cell.dropout_zeroed_fraction
         effects.append(
-            f"dropout still zeroed **{fraction:.0%}** of the units it received"
-            if fraction
+            "dropout still " + dropout_share_words(cell, bold=True)
+            if cell.dropout_zeroed
             else "dropout still gave a different output on a second call"
         )
     elif cell.output_random:
@@ -305,7 +316,7 @@ def cell_evidence(cell: Cell) -> str:
     ]
     if cell.dropout_active is not None:
         lines.append(
-            f"- dropout zeroed {cell.dropout_zeroed_fraction:.1%} of the non-zero units it received; a second call "
+            f"- dropout {dropout_share_words(cell)}; a second call "
             f"on the same input {'dropped different units' if cell.dropout_calls_differ else 'gave the same output'}"
         )
     if cell.bn_uses_batch_stats is not None:

@@ -64,6 +64,9 @@ class Cell:
     builds_graph: bool | None = None  # some output has a grad_fn
     dropout_active: bool | None = None  # None: no Dropout module (or the forward failed)
     dropout_zeroed_fraction: float | None = None  # of the non-zero units dropout received, the share it zeroed
+    dropout_received: int | None = None  # units the Dropout modules received, zeros (a ReLU's, say) included
+    dropout_nonzero: int | None = None  # of those, the non-zero ones: the only ones dropping can change
+    dropout_zeroed: int | None = None  # of the non-zero ones, those dropout's output holds as zero
     dropout_calls_differ: bool | None = None  # dropout called twice on the same input gave different outputs
     bn_uses_batch_stats: bool | None = None  # None: no BatchNorm module
     bn_running_stats_changed: bool | None = None  # None: no BatchNorm keeps running statistics
@@ -133,7 +136,7 @@ class _Probes:
     def __init__(self, model: nn.Module):
         self.dropouts = [m for m in model.modules() if isinstance(m, _DropoutNd)]
         self.norms = [m for m in model.modules() if isinstance(m, _BatchNorm)]
-        self.seen = self.zeroed = 0
+        self.received = self.seen = self.zeroed = 0  # all units in, the non-zero ones, those dropout zeroed
         self.calls_differ = False
         self.batch_stats = False
         self._received: dict[int, torch.Tensor] = {}
@@ -160,6 +163,7 @@ class _Probes:
     def _dropout_hook(self, module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
         received = self._received.pop(id(module))
         nonzero = received != 0
+        self.received += received.numel()
         self.seen += int(nonzero.sum())
         self.zeroed += int((nonzero & (output == 0)).sum())
         with torch.no_grad():  # a second call on the copy (forward() itself, so no hook recursion)
@@ -277,6 +281,9 @@ def _run_cell(model: nn.Module, example_input, seed: int, behaviour: str, grad_m
         builds_graph=any(t.grad_fn is not None for t in outputs),
         dropout_active=probes.zeroed > 0 or probes.calls_differ if has_dropout else None,
         dropout_zeroed_fraction=probes.zeroed / max(probes.seen, 1) if has_dropout else None,
+        dropout_received=probes.received if has_dropout else None,
+        dropout_nonzero=probes.seen if has_dropout else None,
+        dropout_zeroed=probes.zeroed if has_dropout else None,
         dropout_calls_differ=probes.calls_differ if has_dropout else None,
         bn_uses_batch_stats=probes.batch_stats if has_norm else None,
         bn_running_stats_changed=moved,

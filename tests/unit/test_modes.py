@@ -113,7 +113,7 @@ def test_figures_and_lesson_carry_the_measurements(grid):
     scale = {"B": 1, "KiB": 2**10, "MiB": 2**20}[saved.layout.yaxis.title.text.split()[0]]
     assert [v * scale for v in saved.data[0].y] == pytest.approx([c.saved_bytes for c in grid])
     text = " ".join(lesson.explain(grid))
-    assert f"{grid[('train', 'no_grad')].dropout_zeroed_fraction:.0%}" in text
+    assert f"({grid[('train', 'no_grad')].dropout_zeroed_fraction:.1%}" in text
     assert "Inference tensors cannot be saved for backward" in text
 
 
