@@ -21,6 +21,7 @@ def answer_card(point: Point, doubling: str | None) -> AnswerCard:
         mechanism=(
             f"{STATEMENTS['batch_split'].text} {STATEMENTS['optimizer_state'].text} The evidence says in which "
             "phase this run's peaks fell, and what was alive at each."
+            + (f" {STATEMENTS['kernel_memory'].text}" if _allocator_saw_more(point) else "")
         ),
         evidence=_evidence(point, doubling),
         recovery=(
@@ -52,10 +53,21 @@ def _evidence(point: Point, doubling: str | None) -> str:
         "activations per micro-batch" if micro else "activations": result.activations,
     }
     largest, size = largest_at_peak(result.steady_step)
+    names = " and ".join(part_name(name, result.micro_batches) for name in largest)
     text = (
         f"At {where} ({how}): "
         + ", ".join(f"{name} {format_bytes(size)}" for name, size in parts.items())
-        + f". The largest part alive at the steady peak was {part_name(largest, result.micro_batches)} "
-        f"({format_bytes(size)}). " + " ".join(line.replace("**", "") for line in peak_lines(result))
+        + (
+            f". The largest parts alive at the steady peak were {names} ({format_bytes(size)} each). "
+            if len(largest) > 1
+            else f". The largest part alive at the steady peak was {names} ({format_bytes(size)}). "
+        )
+        + " ".join(line.replace("**", "") for line in peak_lines(result))
     )
     return text + (f" {doubling}" if doubling else "")
+
+
+def _allocator_saw_more(point: Point) -> bool:
+    """The witness for the kernel-memory statement: the allocator's record above the tensors' count."""
+    record = point.result.allocator
+    return record is not None and record.peak > point.result.steady_step.peak

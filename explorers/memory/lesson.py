@@ -48,6 +48,21 @@ STATEMENTS: dict[str, Statement] = {
         ),
         source="https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory",
     ),
+    "kernel_memory": Statement(
+        text=(
+            "An operator can allocate working memory inside its kernel and free it before it returns; no tensor "
+            "holds those bytes, so a count of the storages operators return misses them and the allocator's own "
+            "record does not."
+        ),
+        scope=(
+            "CPU runs, the allocator's events as torch.profiler.profile(profile_memory=True) records them; on CUDA "
+            "the caching allocator also keeps freed blocks reserved, which neither count includes"
+        ),
+        source=(
+            "torch/profiler/profiler.py (profile_memory); aten/src/ATen/native/ConvolutionMM2d.cpp "
+            "(slow_conv2d_backward allocates its own columns buffer)"
+        ),
+    ),
 }
 # The help of the controls whose meaning is not in their label.
 WIDTH_HELP = "Hidden units in the MLP, channels in the CNN, the model dimension in the transformer."
@@ -260,14 +275,11 @@ def part_name(name: str, micro_batches: int = 1) -> str:
     return "micro-batch" if name == "batch" and micro_batches > 1 else name
 
 
-def largest_at_peak(step: StepMemory) -> tuple[str, int]:
-    """The largest part alive at a step's peak, temporaries included: what cutting would lower that peak most."""
-    name = max(step.at_peak, key=step.at_peak.get)
-    return name, step.at_peak[name]
-
-
-def _during(step: StepMemory) -> str:
-    return PHASES.get(step.peak_phase, step.peak_phase)
+def largest_at_peak(step: StepMemory) -> tuple[tuple[str, ...], int]:
+    """The largest parts alive at a step's peak, temporaries included, and their size: what cutting would lower
+    that peak most. Several when they tie to the byte (a layer's parameters and their gradients often do)."""
+    size = max(step.at_peak.values())
+    return tuple(name for name, nbytes in step.at_peak.items() if nbytes == size), size
 
 
 def peak_lines(result: Measurement) -> list[str]:
@@ -276,16 +288,19 @@ def peak_lines(result: Measurement) -> list[str]:
     same = first.peak == steady.peak and first.peak_phase == steady.peak_phase and first.at_peak == steady.at_peak
     if same:
         lines = [
-            f"Steps 1 and 2 both peaked at **{format_bytes(first.peak)}** during {_during(first)}: "
+            f"Steps 1 and 2 both peaked at **{format_bytes(first.peak)}** during {_during(first.peak_phase)}: "
             f"{_parts(first, result.micro_batches)}."
         ]
     else:
         lines = [
-            f"Step 1 peaked at **{format_bytes(first.peak)}** during {_during(first)}: "
+            f"Step 1 peaked at **{format_bytes(first.peak)}** during {_during(first.peak_phase)}: "
             f"{_parts(first, result.micro_batches)}.",
             f"Step 2, which every later step repeats, peaked at **{format_bytes(steady.peak)}** during "
-            f"{_during(steady)}: {_parts(steady, result.micro_batches)}.",
+            f"{_during(steady.peak_phase)}: {_parts(steady, result.micro_batches)}.",
         ]
+    seen = allocator_words(result)
+    if seen:
+        lines.append(seen)
     state = steady.at_peak.get("optimizer state", 0)
     if not result.optimizer_state:
         if same:
@@ -309,6 +324,35 @@ def peak_lines(result: Measurement) -> list[str]:
     if unheld:
         lines.append(unheld)
     return lines
+
+
+def allocator_words(result: Measurement) -> str | None:
+    """The allocator's record of one more step 2 beside the tensors' count: the same, or what only it saw."""
+    record, steady = result.allocator, result.steady_step
+    if record is None:
+        return None
+    where = f"during {_during(record.phase)}" + (f", while `{record.operator}` ran" if record.operator else "")
+    if format_bytes(record.peak) == format_bytes(steady.peak) and record.phase == steady.peak_phase:
+        return f"The CPU allocator's own record of one more step 2 agrees: {format_bytes(record.peak)} {where}."
+    words = (
+        f"The CPU allocator's own record of one more step 2 (torch.profiler's memory events) peaked at "
+        f"**{format_bytes(record.peak)}** {where}"
+    )
+    if record.peak > steady.peak and format_bytes(record.peak) != format_bytes(steady.peak):
+        words += f": {format_bytes(record.peak - steady.peak)} more than the tensors counted here ever held at once"
+    if record.phase != steady.peak_phase:
+        tracked = steady.phase_peaks.get(record.phase, 0)
+        words += (
+            f". The two records put the step's highest point in different phases: the allocator in "
+            f"{_during(record.phase)}, the tensors in {_during(steady.peak_phase)}, where the allocator "
+            f"held {format_bytes(record.phase_peaks.get(steady.peak_phase, 0))}; in {_during(record.phase)} "
+            f"the tensors reached {format_bytes(tracked)}"
+        )
+    return words + "."
+
+
+def _during(phase: str) -> str:
+    return PHASES.get(phase, phase)
 
 
 def _optimizer_sentence(result: Measurement) -> str | None:

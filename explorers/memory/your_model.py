@@ -45,6 +45,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.checkpoint import checkpoint
 
 from explorers import batches, saved
+from explorers.memory import allocator
+from explorers.memory.allocator import AllocatorRecord
 from explorers.memory.tracker import WEIGHT_COPIES, LiveBytes
 
 OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw")
@@ -84,6 +86,7 @@ class Measurement:
     estimated: bool  # True when run on fake tensors: nothing was allocated
     micro_batches: int = 1  # forward and backward passes per optimizer step
     cuda_peak: int | None = None  # the steady step's peak by torch.cuda.max_memory_allocated, where CUDA runs
+    allocator: AllocatorRecord | None = None  # one more steady step as the CPU allocator saw it (real CPU runs)
     optimizer_call: str = ""  # the optimizer as it ran, read back from its own defaults, e.g. "Adam(foreach=False)"
     largest_parameter: int = 0  # bytes of the largest trainable parameter, beside the optimizer step's temporaries
 
@@ -367,6 +370,11 @@ def _measure_steps(
     steps = [_step(model, opt, example_input, settings, facts, device, first=n == 1) for n in range(1, STEPS + 1)]
     cuda = device.type == "cuda" and not estimated
     cuda_peak = _cuda_peak(model, opt, example_input, settings, facts, device) if cuda else None
+    seen = (
+        None
+        if estimated or not allocator.available(device)
+        else _allocator_step(model, opt, example_input, settings, facts, device)
+    )
     predicted = {**predicted_state(model, optimizer), **(predictions or {})}
     return Measurement(
         parameters=_nbytes(model.parameters()),
@@ -387,6 +395,7 @@ def _measure_steps(
         estimated=estimated,
         micro_batches=micro_batches,
         cuda_peak=cuda_peak,
+        allocator=seen,
         optimizer_call=_optimizer_call(opt),
         largest_parameter=max(_nbytes([p]) for p in model.parameters() if p.requires_grad),
     )
@@ -400,6 +409,15 @@ def _cuda_peak(model, opt, example_input, settings: _Settings, facts: _Facts, de
     step = _step(model, opt, example_input, settings, facts, device, first=False)
     torch.cuda.synchronize(device)
     return torch.cuda.max_memory_allocated(device) - before + step.timeline[0][1]
+
+
+def _allocator_step(model, opt, example_input, settings: _Settings, facts: _Facts, device) -> AllocatorRecord:
+    """One more steady step under torch.profiler's memory events: what the allocator saw, kernels' own bytes too."""
+    marks = allocator.PhaseMarks()
+    with allocator.recording() as events:
+        step = _step(model, opt, example_input, settings, facts, device, first=False, marks=marks)
+        marks.close()
+    return allocator.read(events, before=step.timeline[0][1])
 
 
 def _forward_saving(
@@ -428,7 +446,15 @@ def _backward(loss: torch.Tensor) -> None:
 
 
 def _step(
-    model, opt, example_input, settings: _Settings, facts: _Facts, device: torch.device, *, first: bool
+    model,
+    opt,
+    example_input,
+    settings: _Settings,
+    facts: _Facts,
+    device: torch.device,
+    *,
+    first: bool,
+    marks: allocator.PhaseMarks | None = None,
 ) -> StepMemory:
     """One training step under the tracker: micro-batch passes, then the optimizer step and zero_grad.
 
@@ -449,6 +475,8 @@ def _step(
     def start(phase: str) -> None:
         if settings.regions:  # the place first: the phase's first moment is already in it
             settings.regions.start(tracker, phase)
+        if marks:
+            marks.start(phase)
         tracker.start(phase)
 
     with tracker, places:

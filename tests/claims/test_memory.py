@@ -851,3 +851,138 @@ def test_accumulation_says_which_micro_batches_were_measured():
     assert "first two of the 4 micro-batches" in line
     timeline = point.result.steady_step
     assert timeline is not None
+
+
+# --- Issue 33: the CPU allocator's own record; ties; the phase of the peak -------------------------
+
+
+def allocator_peak(options: MemoryOptions, batch: int) -> tuple[int, str, dict[str, int]]:
+    """Step 2 of a hand-built step as the CPU allocator saw it: torch.profiler's memory events added up on top
+    of what was alive before the step, each phase bracketed by a record_function of our own."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    model, x = hand_built(options, batch)
+    model.train()
+    optimizer = MAKE_OPTIMIZER[options.optimizer](model)
+
+    def step(mark):
+        with mark("forward"), autocast(options.precision):
+            loss = forward(model, x, options.checkpointing).float().pow(2).mean()
+        with mark("backward"):
+            loss.backward()
+            del loss
+        with mark("optimizer step"):
+            optimizer.step()
+        with mark("zero_grad"):
+            optimizer.zero_grad(set_to_none=True)
+
+    step(lambda _: contextlib.nullcontext())
+    state = [v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
+    before = sum(t.untyped_storage().nbytes() for t in [*model.parameters(), *model.buffers(), x, *state])
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step(lambda name: record_function("test phase " + name))
+    events = prof.profiler.kineto_results.events()
+    phases = [(e.start_ns(), e.end_ns(), e.name()[11:]) for e in events if e.name().startswith("test phase ")]
+    total, peak, peak_phase, by_phase = before, before, "start", {}
+    for time, nbytes in sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]"):
+        total += nbytes
+        phase = next((name for start, end, name in phases if start <= time <= end), None)
+        if phase:
+            by_phase[phase] = max(by_phase.get(phase, 0), total)
+        if total > peak:
+            peak, peak_phase = total, phase
+    return peak, peak_phase, by_phase
+
+
+SIXTEEN_BIT_AND_FP32 = [
+    MemoryOptions(preset=preset, width=width, depth=2, batch_size=4, optimizer=optimizer, precision=precision, **extra)
+    for preset, width, optimizer, extra in (
+        ("mlp", 64, "adam", {}),
+        ("cnn", 16, "sgd_momentum", {}),
+        ("transformer", 256, "adamw", {"heads": 16, "seq_len": 64}),
+    )
+    for precision in ("fp32", "bf16", "fp16")
+]
+
+
+@falsifies(lesson.STATEMENTS["kernel_memory"])
+@pytest.mark.parametrize("options", SIXTEEN_BIT_AND_FP32, ids=lambda o: f"{o.preset}-{o.precision}")
+def test_the_peak_is_set_beside_the_cpu_allocators_own_record(options):
+    """The lab's allocator figures are the allocator's (to 0.1%), its phase is the allocator's, the tensors it
+    counts are never more than the allocator held, and a visible gap is said with its size."""
+    peak, phase, by_phase = allocator_peak(options, options.batch_size)
+    result = lab.measure_point(options, options.batch_size)
+    record, steady = result.allocator, result.steady_step
+    assert record.peak == pytest.approx(peak, rel=1e-3) and record.phase == phase
+    for name, nbytes in by_phase.items():
+        assert record.phase_peaks[name] == pytest.approx(nbytes, rel=1e-3), name
+    assert steady.peak <= record.peak  # what the allocator alone sees is added, never taken away
+    words = lesson.allocator_words(result)
+    assert format_bytes(record.peak) in words and lesson.PHASES.get(phase, phase) in words
+    gap = format_bytes(steady.peak) != format_bytes(record.peak)
+    assert (f"{format_bytes(record.peak - steady.peak)} more than the tensors" in words) == gap, words
+    assert ("agrees" in words) == (not gap and phase == steady.peak_phase)
+    assert ("different phases" in words) == (phase != steady.peak_phase)
+
+
+def test_the_fp16_convolutions_backward_is_said_to_allocate_what_the_tensors_miss():
+    """The audit's setting: step 2 holds 870 KiB of tensors, and the allocator twice that inside the convolution's
+    backward (its slow fp16 kernel allocates its own columns)."""
+    options = MemoryOptions(preset="cnn", width=16, depth=2, batch_size=4, optimizer="sgd_momentum", precision="fp16")
+    peak, phase, _ = allocator_peak(options, 4)
+    lines, point, _ = lab_lines(options, sweep=False)
+    assert phase == "backward" and peak > 1.9 * point.result.steady_step.peak
+    text = " ".join(lines) + " " + card.answer_card(point, None).evidence
+    assert f"peaked at **{format_bytes(peak)}** during the backward pass, while `aten::convolution_backward` ran" in (
+        " ".join(lines)
+    )
+    assert lesson.STATEMENTS["kernel_memory"].text in card.answer_card(point, None).mechanism
+    assert format_bytes(peak - point.result.steady_step.peak) in text
+
+
+def test_when_the_two_records_put_the_peak_in_different_phases_both_are_said():
+    """The audit's transformer: the tensors peak in backward, the allocator in forward; neither is dropped."""
+    options = MemoryOptions(
+        preset="transformer", width=256, heads=16, seq_len=64, batch_size=4, precision="bf16", optimizer="adamw"
+    )
+    peak, phase, by_phase = allocator_peak(options, 4)
+    result = lab.measure_point(options, 4)
+    assert (phase, result.steady_step.peak_phase) == ("forward", "backward")
+    words = lesson.allocator_words(result)
+    assert "the allocator in the forward pass, the tensors in the backward pass" in words
+    assert f"where the allocator held {format_bytes(by_phase['backward'])}" in words
+    assert f"the tensors reached {format_bytes(result.steady_step.phase_peaks['forward'])}" in words
+
+
+def test_parts_that_tie_at_the_peak_are_all_named():
+    """One Linear(256→16) and SGD at batch 1: parameters and gradients are both 16,516 B at the peak."""
+    options = MemoryOptions(preset="mlp", width=16, depth=1, batch_size=1, optimizer="sgd")
+    model, _ = hand_built(options, 1)
+    parameters = sum(parameter_bytes(model))
+    _, point, _ = lab_lines(options, sweep=False)
+    at_peak = point.result.steady_step.at_peak
+    assert at_peak["parameters"] == at_peak["gradients"] == parameters == max(at_peak.values())
+    evidence = card.answer_card(point, None).evidence
+    assert (
+        f"The largest parts alive at the steady peak were parameters and gradients ({format_bytes(parameters)} each)"
+        in evidence
+    )
+
+
+@falsifies(lesson.STATEMENTS["kernel_memory"])
+@pytest.mark.parametrize("name", list(ZOO))
+def test_the_allocator_never_holds_less_than_the_tensors_counted_on_the_zoo(name):
+    """The statement says the allocator's record holds what the tensors' count holds and more: on models built
+    elsewhere (custom Functions, in-place ops, tied weights, dict outputs, frozen layers) it is never below."""
+    specimen = ZOO[name]
+    model, batch = specimen.build()
+    if not any(p.requires_grad for p in model.parameters()):
+        pytest.skip("nothing trains: measure refuses a model without a trainable parameter")
+    try:
+        result = your_model.measure(model, batch, loss_fn=specimen.loss, optimizer="adam")
+    except ValueError as refusal:  # PyTorch refuses its backward (a saved tensor changed in place): no step
+        assert "backward failed" in str(refusal)
+        return
+    assert result.allocator is not None
+    assert result.allocator.peak >= result.steady_step.peak
+    assert result.allocator.phase_peaks  # every phase was bracketed and seen
