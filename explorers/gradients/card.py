@@ -14,6 +14,7 @@ from explorers.gradients.lesson import (
     STATEMENTS,
     balance_kept,
     depth_ratio,
+    ratio_layers,
     scenario_text,
     status_line,
     step_factor,
@@ -23,6 +24,8 @@ from explorers.units import sci
 
 # The activation whose derivative bound the "vanishing" Statement states; advice to replace it rests on that bound.
 SATURATING = ("Sigmoid",)
+# The activations the "homogeneous" and "critical_gain" Statements hold for (the lab's stacks start with zero biases).
+HOMOGENEOUS = ("ReLU", "Identity")
 
 _RECOVERIES = {
     "broken_graph": "Remove the detach/no_grad on the training path; replace a hard argmax with a differentiable "
@@ -44,15 +47,27 @@ _RECOVERIES = {
 
 
 def _mechanism(kind: str, run: ScenarioRun) -> str:
-    """The Statement behind a finding; for vanishing, the chain rule and this run's measured per-layer factor."""
-    if kind != "vanishing":
+    """The Statement behind a finding. For vanishing and exploding: the chain rule and this run's measured
+    per-layer factor, the growth statement only where that factor grows toward the input, and the statements on
+    homogeneous stacks only where every activation is in their scope."""
+    if kind not in ("vanishing", "exploding"):
         return STATEMENTS[kind].text
     text = STATEMENTS["chain"].text
     factor = step_factor(run.diagnosis)
     if factor is not None:
         text += f" Measured here: {factor}."
-    if "Sigmoid" in run.activations:
+    ratio = depth_ratio(run.diagnosis)
+    if kind == "exploding" and ratio is not None and ratio[0] > 1:
+        text += " " + STATEMENTS["exploding"].text
+    if kind == "vanishing" and "Sigmoid" in run.activations:
         text += " " + STATEMENTS["vanishing"].text
+    if run.activations and all(name in HOMOGENEOUS for name in run.activations):
+        gain = "√2" if "ReLU" in run.activations else "1"
+        side = "above" if run.options.init_scale > (2**0.5 if gain == "√2" else 1.0) else "not above"
+        text += (
+            f" {STATEMENTS['homogeneous'].text} {STATEMENTS['critical_gain'].text} This stack was drawn at "
+            f"s = {run.options.init_scale:g}, {side} {gain}."
+        )
     return text
 
 
@@ -92,7 +107,8 @@ def answer_card(run: ScenarioRun, sweep: ScaleSweep | None = None, clipping: Cli
         evidence.append(
             f"Clipping at {clipping.max_norm:g}: total norm {sci(clipping.total_before)} → "
             f"{sci(clipping.total_after)}, "
-            f"first/last ratio {sci(clipping.imbalance_before)} → {sci(clipping.imbalance_after)}."
+            f"first/last layer weight gradient norm ({ratio_layers(clipping)}) {sci(clipping.imbalance_before)} → "
+            f"{sci(clipping.imbalance_after)}."
         )
     if run.accumulation is not None:
         recovery = (

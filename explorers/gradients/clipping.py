@@ -29,7 +29,7 @@ class Clipping:
     layer_after: tuple[float, ...]
     total_before: float | None  # clip_grad_norm_'s return value: the total norm before clipping
     total_after: float | None
-    imbalance_before: float | None  # first layer's gradient norm / last layer's
+    imbalance_before: float | None  # first layer's weight gradient norm / last layer's (layer_names[0], [-1])
     imbalance_after: float | None
     note: str  # why there is nothing to clip, when there is not
 
@@ -74,11 +74,14 @@ class ClipStudy:
 
 
 def _layer_norms(model: nn.Module) -> tuple[list[str], list[float]]:
+    """Each layer's weight gradient norm (its matrices'; all its parameters' when it has none), as the
+    diagnosis compares layers through depth: one definition of "first/last layer ratio" on the page."""
     groups: dict[str, list[nn.Parameter]] = {}
     for name, p in model.named_parameters():
         if p.grad is not None:
             groups.setdefault(name.rpartition(".")[0] or "(model)", []).append(p)
-    return list(groups), [_grad_norm(ps) for ps in groups.values()]
+    compared = [[p for p in ps if p.dim() > 1] or ps for ps in groups.values()]
+    return list(groups), [_grad_norm(ps) for ps in compared]
 
 
 def clip_once(options: GradientsOptions, report=None) -> Clipping:

@@ -140,12 +140,35 @@ STATEMENTS: dict[str, Statement] = {
     ),
     "exploding": Statement(
         text=(
-            "A ReLU or linear stack without biases is positively homogeneous: multiplying every weight by c "
-            "multiplies the output by c to the power of the depth, so the output, the loss and the gradients grow "
-            "with depth and initial scale."
+            "When each layer multiplies the gradient's norm by more than 1 on the way back (its weight matrix times "
+            "its activation's derivative), the gradient grows geometrically with the number of layers it passes "
+            "through, and the loss and the weights' updates grow with it."
         ),
-        scope="Zero biases (as the lab's stacks start) and ReLU or identity activations; tanh and sigmoid saturate.",
+        scope=(
+            "Feed-forward stacks; the per-layer factor depends on the initial scale, the activation and the input, "
+            "and a residual connection or a normalisation layer changes it."
+        ),
+        source=f"{AUTOGRAD_NOTES}#how-autograd-encodes-the-history",
+    ),
+    "homogeneous": Statement(
+        text=(
+            "A ReLU or identity stack without biases is positively homogeneous: multiplying every weight by c > 0 "
+            "multiplies the output by c to the power of the depth."
+        ),
+        scope="Zero biases and ReLU or identity activations only; tanh and sigmoid saturate and are not homogeneous.",
         source="https://pytorch.org/docs/stable/generated/torch.nn.ReLU.html",
+    ),
+    "critical_gain": Statement(
+        text=(
+            "With weights drawn from N(0, s²/fan_in) and zero biases, a ReLU layer keeps its signal's expected "
+            "squared norm at s = √2 (He et al.'s gain) and an identity layer at s = 1; above that scale the signal "
+            "and the gradients grow with depth, below it they shrink."
+        ),
+        scope=(
+            "Equal-width ReLU or identity stacks, in expectation over the weights; one draw of a narrow stack "
+            "scatters around it."
+        ),
+        source="He et al. 2015, Delving Deep into Rectifiers (arXiv:1502.01852), section 2.2",
     ),
     "nonfinite": Statement(
         text=(
@@ -512,11 +535,16 @@ def clipping_line(clipping: Clipping) -> str:
     kept = balance_kept(clipping)
     if kept is not None:
         line += (
-            f" The first/last layer ratio was **{sci(clipping.imbalance_before)}** before and "
+            f" The first/last layer weight gradient norm ({ratio_layers(clipping)}) was "
+            f"**{sci(clipping.imbalance_before)}** before and "
             f"**{sci(clipping.imbalance_after)}** after: "
             + ("clipping changed the size, not the balance between layers." if kept else "the balance moved.")
         )
     return line
+
+
+def ratio_layers(clipping: Clipping) -> str:
+    return f"`{clipping.layer_names[0]}` vs `{clipping.layer_names[-1]}`"
 
 
 def predict_question(max_norm: float) -> str:

@@ -280,14 +280,15 @@ def test_clipping_scales_everything_by_one_factor():
     line = sentence(lesson.explain(run, clipping=gradients.clip_once(options)), "scaled the total norm")
     before, after, factor, ratio_before, ratio_after = re.search(
         r"from \*\*(\S+)\*\* to \*\*(\S+)\*\*: every gradient multiplied by the same (\S+)\. "
-        r"The first/last layer ratio was \*\*(\S+)\*\* before and \*\*(\S+)\*\* after",
+        r"The first/last layer weight gradient norm \(`0` vs `\d+`\) was \*\*(\S+)\*\* before and "
+        r"\*\*(\S+)\*\* after",
         line,
     ).groups()
     params, _, x, y = draw(stack_shapes(options.depth), scale=options.init_scale)
     mse(stack_forward(params, x, torch.relu), y).backward()
     total = math.sqrt(sum(float(p.grad.double().norm()) ** 2 for p in params))
     scale = options.max_norm / (total + 1e-6)  # clip_grad_norm_'s documented rule
-    first, last = grad_norm(*params[:2]), grad_norm(*params[-2:])
+    first, last = grad_norm(params[0]), grad_norm(params[-2])  # weights only, as the diagnosis compares layers
     assert number(before) == pytest.approx(total, rel=0.05)
     assert number(after) == pytest.approx(total * scale, rel=0.05)
     assert number(factor) == pytest.approx(scale, rel=0.05)
@@ -387,10 +388,10 @@ def test_clipping_is_not_said_to_leave_the_cause_and_its_ratio_is_measured():
     line = lesson.clipping_line(clipping)
     params, _, x, y = draw(stack_shapes(6), scale=2.5, seed=4)
     mse(stack_forward(params, x, torch.relu), y).backward()
-    ratio = grad_norm(*params[:2]) / grad_norm(*params[-2:])
+    ratio = grad_norm(params[0]) / grad_norm(params[-2])
     torch.nn.utils.clip_grad_norm_(params, 0.1)
     assert clipping.imbalance_before == pytest.approx(ratio, rel=1e-4)
-    assert clipping.imbalance_after == pytest.approx(grad_norm(*params[:2]) / grad_norm(*params[-2:]), rel=1e-4)
+    assert clipping.imbalance_after == pytest.approx(grad_norm(params[0]) / grad_norm(params[-2]), rel=1e-4)
     assert "not the balance" in line and "cause" not in line and "whatever made" not in line
     assert "cause" not in lesson.predict_reveal(clipping)
 
@@ -587,7 +588,7 @@ def test_a_sigmoid_layer_with_spectral_norm_below_4_shrinks_the_gradient(seed):
     assert float(h.grad.norm()) < float(upstream.norm())
 
 
-@falsifies(STATEMENTS["exploding"])
+@falsifies(STATEMENTS["homogeneous"])
 @pytest.mark.parametrize("activation", [torch.relu, lambda t: t])
 @pytest.mark.parametrize("depth", [2, 5])
 def test_a_bias_free_relu_stack_scales_as_c_to_the_depth(activation, depth):
@@ -598,6 +599,102 @@ def test_a_bias_free_relu_stack_scales_as_c_to_the_depth(activation, depth):
     mse(out, y).backward()
     mse(out_scaled, y).backward()
     assert grad_norm(*scaled) > grad_norm(*params)
+
+
+def test_tanh_is_outside_the_homogeneous_scope_and_the_card_does_not_cite_it():
+    """The audit's setting: at depth 12 and scale 5 doubling every tanh weight moves the output far less than
+    2^12, so the homogeneity statement is not this run's mechanism."""
+    params, _, x, _ = draw(stack_shapes(12), scale=5.0)
+    doubled = [p.detach() * (2.0 if p.dim() == 2 else 1.0) for p in params]
+    with torch.no_grad():
+        growth = float(stack_forward(doubled, x, torch.tanh).norm() / stack_forward(params, x, torch.tanh).norm())
+    assert growth < 2.0**3  # nowhere near 2^12
+    _, run = lab("exploding", depth=12, init_scale=5.0, activation="tanh")
+    mechanism = gradients_card.answer_card(run).mechanism
+    assert "exploding" in run.diagnosis.kinds
+    assert STATEMENTS["homogeneous"].text not in mechanism and STATEMENTS["critical_gain"].text not in mechanism
+
+
+def first_layer_gradient(depth, scale, activation, seeds=range(12), width=64):
+    """The mean first-layer weight gradient norm of bias-free width-64 stacks, over seeds (the gain is an
+    expectation over the weights)."""
+    norms = []
+    for seed in seeds:
+        generator = torch.Generator().manual_seed(seed)
+        shapes = [(width, 8)] + [(width, width)] * (depth - 2) + [(1, width)]
+        weights = [(torch.randn(s, generator=generator) * scale / math.sqrt(s[1])).requires_grad_() for s in shapes]
+        x, y = torch.randn(256, 8, generator=generator), torch.randn(256, 1, generator=generator)
+        h = x
+        for i, w in enumerate(weights):
+            h = h @ w.T
+            if i < len(weights) - 1:
+                h = activation(h)
+        mse(h, y).backward()
+        norms.append(float(weights[0].grad.norm()))
+    return sum(norms) / len(norms)
+
+
+@falsifies(STATEMENTS["critical_gain"])
+@pytest.mark.parametrize("activation, gain", [(torch.relu, math.sqrt(2)), (lambda t: t, 1.0)], ids=["relu", "identity"])
+def test_gradients_grow_with_depth_above_the_gain_and_shrink_below_it(activation, gain):
+    """The audit measured a ReLU stack at scale 1.0 (below √2): first-layer gradients 1.04, 0.675, 0.064, 0.013
+    at depths 2, 4, 8, 12. Both sides of the gain, averaged over seeds."""
+    below = [first_layer_gradient(depth, 0.7 * gain, activation) for depth in (2, 6, 12)]
+    above = [first_layer_gradient(depth, 1.4 * gain, activation) for depth in (2, 6, 12)]
+    assert below[0] > below[1] > below[2]
+    assert above[0] < above[1] < above[2]
+
+
+@falsifies(STATEMENTS["exploding"])
+@pytest.mark.parametrize("factor", [1.5, 3.0])
+def test_a_gradient_multiplied_by_more_than_one_per_layer_grows_geometrically(factor):
+    """Orthogonal weights times `factor`, identity activations: each layer multiplies the gradient's norm by
+    exactly `factor` on the way back, so k layers down it is factor^k times the top's."""
+    generator = torch.Generator().manual_seed(0)
+    weights = [torch.linalg.qr(torch.randn(16, 16, generator=generator))[0] * factor for _ in range(6)]
+    x = torch.randn(4, 16, generator=generator, requires_grad=True)
+    hidden = [x]
+    for w in weights:
+        hidden.append(hidden[-1] @ w.T)
+        hidden[-1].retain_grad()
+    top = torch.randn(4, 16, generator=generator)
+    hidden[-1].backward(top)
+    for k, h in enumerate(reversed(hidden)):
+        assert float(h.grad.norm()) == pytest.approx(factor**k * float(top.norm()), rel=1e-4)
+
+
+def test_the_exploding_card_cites_growth_only_where_the_measured_factor_grows():
+    """ReLU at scale 5: the output explodes (homogeneity) while the first/last weight gradient ratio is below 1,
+    so the card cites the homogeneous statements, not the layer-to-layer growth."""
+    options, run = lab("exploding", depth=12, init_scale=5.0, activation="relu")
+    params, _, x, y = draw(stack_shapes(12), scale=5.0)
+    mse(stack_forward(params, x, torch.relu), y).backward()
+    ratio = grad_norm(params[0]) / grad_norm(params[-2])
+    mechanism = gradients_card.answer_card(run).mechanism
+    assert ratio < 1 and STATEMENTS["exploding"].text not in mechanism
+    assert STATEMENTS["homogeneous"].text in mechanism and "drawn at s = 5, above √2" in mechanism
+    _, tanh_run = lab("exploding", depth=12, init_scale=5.0, activation="tanh")
+    params, _, x, y = draw(stack_shapes(12), scale=5.0)
+    mse(stack_forward(params, x, torch.tanh), y).backward()
+    grows = grad_norm(params[0]) / grad_norm(params[-2]) > 1
+    assert (STATEMENTS["exploding"].text in gradients_card.answer_card(tanh_run).mechanism) == grows
+
+
+def test_one_first_last_ratio_on_the_card_and_both_name_their_layers():
+    """The audit's setting: the evidence's weight-gradient ratio and the clipping line's are one definition."""
+    from explorers.gradients.clipping import clip_once
+
+    options, run = lab("no_zero_grad", depth=3, init_scale=2.0, activation="relu", k=20)
+    clipping = clip_once(options)
+    card = gradients_card.answer_card(run, None, clipping)
+    params, _, x, y = draw(stack_shapes(3), scale=2.0)
+    mse(stack_forward(params, x, torch.relu), y).backward()
+    weights_only = grad_norm(params[0]) / grad_norm(params[-2])
+    quoted = re.findall(
+        r"first/last layer weight gradient norm[:]? (?:\(`0` vs `4`\) )?([0-9.e+-]+)", card.evidence, re.I
+    )
+    assert len(quoted) == 2 and all(number(q) == pytest.approx(weights_only, rel=0.05) for q in quoted), card.evidence
+    assert "(`0` vs `4`)" in lesson.clipping_line(clipping)
 
 
 @falsifies(STATEMENTS["nonfinite"])
