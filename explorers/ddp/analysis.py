@@ -346,6 +346,15 @@ def samples_per_step(run: DDPRun) -> list[int]:
     return [totals[s] for s in sorted(totals)]
 
 
+def micro_batch_sizes(run: DDPRun, step: int) -> dict[int, list[int]]:
+    """rank -> the sizes of its micro-batches in `step`, in order, from the indices each rank recorded."""
+    sizes: dict[int, list[int]] = {}
+    for rank in run.ranks:
+        entries = sorted((m for m in rank.micro_steps if m.step == step), key=lambda m: m.micro)
+        sizes[rank.rank] = [len(m.indices) for m in entries]
+    return sizes
+
+
 @dataclass(frozen=True)
 class TimeShares:
     total_s: float

@@ -307,13 +307,47 @@ def single_process_lines(run: DDPRun) -> list[str]:
     )
     line = head + f", beyond float tolerance ({sci(FLOAT_TOLERANCE)})."
     if first is not None:
-        sizes = {r.rank: sum(len(m.indices) for m in r.micro_steps if m.step == first) for r in run.ranks}
-        line += (
-            f" They part at step {first}, where the ranks trained on {', '.join(str(s) for s in sizes.values())} "
-            f"samples: DDP gave each rank's mean gradient the same weight, 1/{run.world_size}, while one process "
-            "weighted every sample the same."
-        )
+        line += f" They part at step {first}, " + _parting_words(run, first)
     return [line]
+
+
+def _parting_words(run: DDPRun, step: int) -> str:
+    """Why DDP and one process differ at `step`, from the micro-batch sizes each rank recorded there.
+
+    The reference averages each combined micro-batch over its samples; DDP averages each rank's own
+    micro-batch means, so the two differ exactly where the ranks' micro-batch j differ in size.
+    """
+    sizes = analysis.micro_batch_sizes(run, step)
+    if all(len(s) <= 1 for s in sizes.values()):
+        totals = ", ".join(str(sum(s)) for s in sizes.values())
+        return (
+            f"where the ranks trained on {totals} samples: DDP gave each rank's mean gradient the same weight, "
+            f"1/{run.world_size}, while one process weighted every sample the same."
+        )
+    longest = max(len(s) for s in sizes.values())
+    uneven = [j for j in range(longest) if len({s[j] if j < len(s) else 0 for s in sizes.values()}) > 1]
+    if not uneven:
+        return "where every rank's micro-batches had the same sizes (the difference is not in the batch sizes)."
+    said = "; ".join(
+        f"micro-batch {j + 1} held "
+        + _and(
+            [
+                f"{s[j] if j < len(s) else 'no'} sample{'s' * (j >= len(s) or s[j] != 1)} on rank {rank}"
+                for rank, s in sizes.items()
+            ]
+        )
+        for j in uneven
+    )
+    everyone = all(j < len(s) for j in uneven for s in sizes.values())
+    return (
+        f"where {said}: DDP averaged each rank's micro-batch means, while one process averaged each combined "
+        "micro-batch over its samples"
+        + (", so a sample in the smaller micro-batch weighed more in DDP's step." if everyone else ".")
+    )
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def effective_batch_line(run: DDPRun) -> str:
@@ -328,7 +362,25 @@ def effective_batch_line(run: DDPRun) -> str:
             f"; this run's {plural(len(per_step), 'step')} had {indices(per_step)} (fewer where an epoch's end "
             "cut a batch or an accumulation group short)"
         )
+    unequal = _unequal_micro_batches(run)
+    if unequal:
+        step, sizes = unequal
+        line += (
+            f". In step {step} a rank's micro-batches held {' and '.join(map(str, sizes))} samples: the step "
+            "averages the micro-batches' mean losses, so it is not the mean over its samples (each sample of a "
+            "smaller micro-batch weighs more)"
+        )
     return line + "."
+
+
+def _unequal_micro_batches(run: DDPRun) -> tuple[int, list[int]] | None:
+    """The first step in which some rank's micro-batches differ in size, with those sizes (the witness)."""
+    steps = sorted({m.step for r in run.ranks for m in r.micro_steps})
+    for step in steps:
+        for sizes in analysis.micro_batch_sizes(run, step).values():
+            if len(set(sizes)) > 1:
+                return step, sizes
+    return None
 
 
 def communication_lines(run: DDPRun) -> list[str]:

@@ -698,3 +698,55 @@ def test_the_single_process_sentence_quotes_the_batches_that_ran_and_a_lone_call
     assert f"({', '.join(map(str, combined))} samples per step)" in line
     stuck = ddp.train(world_size=4, sharding="strided", join=False)
     assert "found no partner on every rank" not in " ".join(ddp.explain(stuck))
+
+
+# --- Issue 31: the cause of a DDP-versus-one-process gap under accumulation --------------------------
+
+
+def strided_micro_batches(dataset_size, world_size, per_rank_batch):
+    """Strided shards (rank r takes r, r + W, ...), cut into micro-batches of per_rank_batch: the sizes, by rank."""
+    shards = [list(range(rank, dataset_size, world_size)) for rank in range(world_size)]
+    return {
+        rank: [len(shard[i : i + per_rank_batch]) for i in range(0, len(shard), per_rank_batch)]
+        for rank, shard in enumerate(shards)
+    }
+
+
+def sample_weights(sizes, world_size):
+    """Each sample's weight in the step's gradient: DDP (mean over ranks of each rank's mean of micro-batch means)
+    and one process (mean over micro-batches of each combined micro-batch's sample mean)."""
+    k = max(len(s) for s in sizes.values())
+    ddp_weights = {(rank, j): 1 / (world_size * len(s) * s[j]) for rank, s in sizes.items() for j in range(len(s))}
+    combined = [sum(s[j] for s in sizes.values() if j < len(s)) for j in range(k)]
+    single = {(rank, j): 1 / (k * combined[j]) for rank, s in sizes.items() for j in range(len(s))}
+    return ddp_weights, single
+
+
+def test_the_gap_under_accumulation_is_named_by_the_micro_batches_that_differ():
+    """The audit's setting: 13 samples, 2 ranks, batches of 4, accumulation 2. The ranks' micro-batches are 4+3
+    and 4+2: the gap comes from micro-batch 2 (3 against 2), not from the 7-against-6 totals."""
+    run = ddp.train(world_size=2, dataset_size=13, per_rank_batch=4, sharding="strided", accumulation=2, epochs=1)
+    sizes = strided_micro_batches(13, 2, 4)
+    assert sizes == {0: [4, 3], 1: [4, 2]}
+    ddp_weights, single = sample_weights(sizes, 2)
+    assert ddp_weights[(0, 0)] == single[(0, 0)]  # micro-batch 1: 4 and 4, the same weight either way
+    assert ddp_weights[(1, 1)] > single[(1, 1)] > ddp_weights[(0, 1)]  # micro-batch 2: the 2-sample rank weighs more
+    line = lesson.single_process_lines(run)[0]
+    assert "beyond float tolerance" in line
+    assert "micro-batch 2 held 3 samples on rank 0 and 2 samples on rank 1" in line
+    assert "micro-batch 1 held" not in line and "7, 6 samples" not in line and "every sample the same" not in line
+    assert "a sample in the smaller micro-batch weighed more in DDP's step" in line
+
+
+def test_equal_shards_cut_into_unequal_micro_batches_are_not_called_the_mean_over_their_samples():
+    """14 samples: both ranks 4+3, so DDP equals one process, yet neither step is the 14-sample mean."""
+    run = ddp.train(world_size=2, dataset_size=14, per_rank_batch=4, sharding="strided", accumulation=2, epochs=1)
+    sizes = strided_micro_batches(14, 2, 4)
+    ddp_weights, single = sample_weights(sizes, 2)
+    assert ddp_weights == pytest.approx(single)  # equal micro-batches on every rank: the same training
+    assert len(set(ddp_weights.values())) > 1  # and not 1/14 for every sample
+    assert "the same training, to float tolerance" in lesson.single_process_lines(run)[0]
+    line = lesson.effective_batch_line(run)
+    assert "a rank's micro-batches held 4 and 3 samples" in line and "not the mean over its samples" in line
+    even = ddp.train(world_size=2, dataset_size=16, per_rank_batch=4, sharding="strided", accumulation=2, epochs=1)
+    assert "not the mean over its samples" not in lesson.effective_batch_line(even)
