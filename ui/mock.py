@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from explorers.drills import DRILLS
+from ui import challenges
 from ui.catalogue import LABS, Lab
 
 PAGE = "pages/11_Mock_interview.py"
@@ -22,12 +23,6 @@ DEPTHS = (
     "**30 s:** the headline: what must hold, and the mechanism that makes it hold.",
     "**2 min:** the four parts: requirement, mechanism, evidence from the lab, recovery.",
     "**10 min:** the whiteboard pass: draw the flow, name who owns each piece of state, add an invariant.",
-)
-# The three follow-ups an interviewer reaches for (the study plan's seed): each question gets a different one.
-CHALLENGES = (
-    "The dependency you rely on times out. What does your system do, and what does the user see?",
-    "The cost doubles. Where do you look first, and what do you give up to bring it back?",
-    "The input violates your assumption. Which part of your answer breaks, and how would you notice?",
 )
 RUBRIC = (
     "Requirement: what must hold, stated before the how",
@@ -59,10 +54,12 @@ class Score:
 
 
 def draw(seed: int) -> list[Asked]:
-    """A set of questions from the built labs, each with a different challenge; the same seed, the same set."""
+    """A set of questions from the built labs, each with its lab's own challenge of a different kind (a part
+    fails, the cost doubles, an input breaks an assumption); the same seed, the same set."""
     rng = random.Random(seed)
     labs = rng.sample([entry for entry in LABS if entry.page], QUESTIONS_PER_SET)
-    return [Asked(entry, challenge) for entry, challenge in zip(labs, rng.sample(CHALLENGES, len(labs)), strict=True)]
+    kinds = rng.sample(challenges.KINDS, len(labs))
+    return [Asked(entry, challenges.challenge(entry.slug, kind)) for entry, kind in zip(labs, kinds, strict=True)]
 
 
 def coding_question(seed: int) -> tuple[str, int]:

@@ -1,6 +1,7 @@
 """The mock interview: three questions from three labs, a challenge each, a self-score, and the weakest on Day 7."""
 
 from tests.app.conftest import open_page
+from ui import challenges as ui_challenges
 from ui import mock, plan
 from ui.catalogue import LABS
 
@@ -18,7 +19,14 @@ def test_a_set_is_three_questions_from_three_labs_each_with_its_lab_a_challenge_
     labs = [by_question[q.split(". ", 1)[1].rstrip("*")] for q in asked]
     assert len({lab.slug for lab in labs}) == 3
     challenges = [m.value for m in at.markdown if m.value.startswith("**The interviewer:**")]
-    assert len(set(challenges)) == 3 and all(any(c in m for m in challenges) for c in mock.CHALLENGES)
+    assert len(set(challenges)) == 3
+    for lab, shown in zip(labs, challenges, strict=True):  # each challenge is its own lab's, one kind per question
+        assert any(text in shown for text in ui_challenges.BY_LAB[lab.slug].values()), (lab.slug, shown)
+    kinds = [
+        next(k for k, t in ui_challenges.BY_LAB[lab.slug].items() if t in shown)
+        for lab, shown in zip(labs, challenges, strict=True)
+    ]
+    assert sorted(kinds) == sorted(ui_challenges.KINDS)
     assert len(at.checkbox) == 3 * len(mock.RUBRIC)
     assert "in memory" in " ".join(c.value for c in at.caption)  # it says where the scores are kept
 
@@ -42,3 +50,16 @@ def test_new_set_draws_again_and_a_saved_score_reaches_day_7_weakest_first():
     weakest = [m.value for m in at.markdown if m.value.startswith("- 1 of 5")]
     listed = [m.value for m in at.markdown if "of 5:" in m.value]
     assert weakest and listed[0].index("1 of 5") < listed[0].index("4 of 5")
+
+
+def test_every_lab_on_the_menu_has_a_challenge_of_every_kind_that_names_its_own_subject():
+    """The third audit: "the dependency you rely on times out" was drawn after the Gradients question. Each lab's
+    challenges are its own now, one per kind, and no two labs share one."""
+    built = {lab.slug for lab in LABS if lab.page}
+    assert built <= set(ui_challenges.BY_LAB)
+    texts = [text for slug in built for text in ui_challenges.BY_LAB[slug].values()]
+    assert len(texts) == len(set(texts)) == 3 * len(built)
+    assert all(set(ui_challenges.BY_LAB[slug]) == set(ui_challenges.KINDS) for slug in built)
+    for seed in range(60):
+        for asked in mock.draw(seed):
+            assert asked.challenge in ui_challenges.BY_LAB[asked.lab.slug].values()
