@@ -513,6 +513,13 @@ def banner(run: DDPRun, where: str) -> tuple[bool, str]:
         return True, f"**Finished**: {plural(run.world_size, 'rank')}, {where}."
     failed = [r for r in run.ranks if r.outcome != "finished"]
     named = ", ".join(f"rank {r.rank} {r.outcome} during {r.phase}" for r in failed)
+    if not failed:  # the run's outcome with no rank's record to say which failed (a file can say so)
+        named = "every rank's own record ends finished" + (
+            "; the launcher's note, shown as plain text under *Why*, says what ended the run"
+            if run.note
+            else ", and the file holds no note on what ended the run"
+        )
+        return False, f"**{run.outcome.replace('_', ' ').capitalize()}**: {named}."
     return False, f"**{run.outcome.replace('_', ' ').capitalize()}**: {named}. See *Why* below."
 
 
@@ -563,7 +570,7 @@ def ran_line(run: DDPRun, epoch: int) -> str:
 def uneven_lines(run: DDPRun) -> list[str]:
     uneven = analysis.uneven_epochs(run)
     failed = analysis.failed_ranks(run)
-    if not uneven and not failed:
+    if not uneven and not failed and not (run.outcome == "timed_out" and run.note):
         return []
     lines = []
     if uneven:

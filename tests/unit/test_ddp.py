@@ -21,7 +21,7 @@ import torch
 from torch.utils.data import DistributedSampler
 
 from explorers import ddp
-from explorers.ddp import analysis, launcher, processes, schema
+from explorers.ddp import analysis, launcher, lesson, processes, schema
 from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S
 from explorers.engine import Cancelled
 from tests.unit.test_layout import ROOT
@@ -368,3 +368,19 @@ def test_planned_micro_steps_match_what_the_ranks_did(padded, uneven):
         for rank in run.ranks:
             assert launcher.planned_micro_steps(run.options, rank.rank) == len(rank.micro_steps)
     assert analysis.samples_per_step(padded) == [8, 2, 8, 2]  # 2 per rank x 2 ranks x 2, then one short batch
+
+
+@pytest.mark.parametrize("note", ["**Timed out** by [the launcher](http://example.com)", ""])
+def test_a_timed_out_file_whose_ranks_all_finished_gets_a_banner_that_says_so(padded, note):
+    """Third audit: a file saying timed_out, every rank finished, and a note with markup showed
+    "**Timed out**: . See *Why* below."; the banner now says what the records hold, the note only as plain text."""
+
+    def change(data):
+        data.update(outcome="timed_out", note=note or None)
+
+    run = ddp.parse(mutated(padded, change), "odd.json")
+    finished, text = lesson.banner(run, "on this machine")
+    assert not finished and ": ." not in text and "every rank's own record ends finished" in text
+    assert ("under *Why*" in text) == bool(note) and "example.com" not in text
+    why = " ".join(lesson.uneven_lines(run))
+    assert ("`**Timed out** by [the launcher](http://example.com)`" in why) == bool(note)  # a code span: not rendered
