@@ -52,6 +52,7 @@ import itertools
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.spawn
+import multiprocessing.util
 import os
 import pickle
 import random
@@ -312,6 +313,37 @@ def _dead_listener_folders(temp: Path) -> list[Path]:
     return stale
 
 
+_pinned_folder: list[str] = []  # the engine folder multiprocessing's temp dir lives in, once made
+UNIX_SOCKET_PATH_MAX = 107  # sun_path holds 108 bytes on Linux, its terminating NUL included
+_pin_lock = threading.Lock()
+
+
+def _pin_multiprocessing_temp_dir() -> str | None:
+    """A folder of the engine's own, named for this process, where multiprocessing keeps its `pymp-*` folder
+    (the forkserver's listener socket). multiprocessing removes that folder in an exit handler of this process,
+    which a SIGKILL never runs; named like the workers' folders, the next start's sweep removes ours. The standard
+    library makes its folder once per process, under `tempfile`'s directory at its first call, so that call is
+    made here, with the directory pointed at the engine's folder (a later engine in the process reuses it). Under
+    a temp directory so deep that the listener's socket path would not fit, nothing is moved (None)."""
+    with _pin_lock:
+        if not _pinned_folder:
+            folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-engine-")
+            if len(folder) + len("/pymp-12345678/listener-12345678") > UNIX_SOCKET_PATH_MAX:
+                os.rmdir(folder)  # the listener's path would not fit a socket address: leave it where it was
+                return None
+            saved, tempfile.tempdir = tempfile.tempdir, folder
+            try:
+                multiprocessing.util.get_temp_dir()
+            finally:
+                tempfile.tempdir = saved
+            # After multiprocessing's own clean-up of pymp-* (exit priority -100) at a normal exit
+            multiprocessing.util.Finalize(
+                None, shutil.rmtree, args=(folder,), kwargs={"ignore_errors": True}, exitpriority=-200
+            )
+            _pinned_folder.append(folder)
+        return _pinned_folder[0]
+
+
 class _Worker:
     def __init__(self, context, threads: int) -> None:
         self.folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")  # the server's pid: see the sweep
@@ -394,6 +426,8 @@ class Engine:
         self.size = workers or pool_size()
         self.threads_per_worker = max(1, usable_cores() // self.size)
         self.timeout_s = timeout_s
+        sweep_stale_folders()
+        self.folder = _pin_multiprocessing_temp_dir()
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload(PRELOAD)
         self._changed = threading.Condition()  # guards every field below; notified on any job change
@@ -409,7 +443,6 @@ class Engine:
         self._next_start_at = 0.0  # no worker starts before this (the backoff after workers that die at start)
         self._dying: list[_Worker] = []  # replaced workers, to kill outside the lock
         self._wake_read, self._wake_write = socket.socketpair()
-        sweep_stale_folders()
         self._thread = threading.Thread(target=self._dispatch, daemon=True, name="run-engine")
         self._thread.start()
         atexit.register(self.close)  # before multiprocessing's own exit handler would wait for the workers

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import signal
 import socket
 import subprocess
@@ -410,3 +411,46 @@ def test_a_slow_reap_does_not_hold_the_lock_other_callers_need(pool, monkeypatch
     assert pool.cached(pid, 12345) is None  # takes the engine's lock
     assert time.monotonic() - started < 0.5
     released.set()
+
+
+@pytest.fixture
+def short_tmp():
+    """A temp directory with a short path: a socket's path must fit 108 bytes, and pytest's tmp_path is long."""
+    folder = Path(tempfile.mkdtemp(dir="/tmp", prefix="t-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_killed_servers_multiprocessing_folder_lives_in_the_engines_own_and_the_next_start_removes_it(short_tmp):
+    """Third audit: a server SIGKILLed mid-run left multiprocessing's pymp-* folder in the temp directory (its
+    clean-up runs in the killed process). Now it lives inside the engine's folder, which the next start sweeps."""
+    tmp_path = short_tmp
+    script = (
+        "import time\n"
+        "from explorers import engine\n"
+        "from explorers.gradients.experiment import GradientsOptions, scenario_run\n"
+        "e = engine.Engine(workers=1)\n"
+        "e.submit(scenario_run, GradientsOptions()).result()\n"
+        "print('ran', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(Path(__file__).parents[2])}
+    server = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip() == "ran"
+        server.kill()
+        server.wait(10)
+    finally:
+        server.kill()
+    deadline = time.monotonic() + 10
+    while len(list(tmp_path.glob("explorer-worker-*"))) > 1 and time.monotonic() < deadline:
+        time.sleep(0.1)  # the worker removes its own folder when it sees the server die
+    assert not list(tmp_path.glob("pymp-*"))
+    (left,) = tmp_path.glob("explorer-worker-*")
+    assert left.name.startswith(f"explorer-worker-{server.pid}-engine-") and list(left.glob("pymp-*"))
+    saved, tempfile.tempdir = tempfile.tempdir, str(tmp_path)
+    try:
+        engine.sweep_stale_folders()
+    finally:
+        tempfile.tempdir = saved
+    assert not list(tmp_path.glob("explorer-worker-*"))
