@@ -25,7 +25,7 @@ from typing import Any
 import streamlit as st
 
 from explorers import environment
-from ui import drill, mock, notes, plan
+from ui import drill, mock, notes, plan, upload_limits
 from ui.catalogue import LABS, Lab, lab
 from ui.fields import (
     BoolField,
@@ -95,6 +95,7 @@ def setup_page(title: str, icon: str) -> list[str]:
     if presenting():
         st.html(PRESENTATION_CSS)
     start_engine()  # workers warm up while the user reads: the first lab run finds them ready
+    upload_limits.install_on_server()  # once per server: uploads no widget holds are bounded
     with st.sidebar:
         st.page_link("app.py", label="PyTorch Explorer", icon=":material/local_fire_department:")
         st.caption("Labs")
