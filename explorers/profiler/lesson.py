@@ -224,10 +224,11 @@ def _first_step(result: ProfileResult) -> str:
             f"The first warm-up step ({ms(first.wall_ms)} ms) was no slower than the slowest steady step "
             f"({ms(slowest)} ms, same stopwatch, no profiler): no one-off cost shows in this run."
         )
-    typical = statistics.median(result.unprofiled_ms)
+    typical = statistics.median_low(result.unprofiled_ms)  # a step that ran, never the mean of two
     line = (
-        f"The first warm-up step took {ms(first.wall_ms)} ms, {first.wall_ms / typical:.1f}× a typical steady step "
-        f"({ms(typical)} ms, same stopwatch, no profiler)"
+        f"The first warm-up step took {ms(first.wall_ms)} ms, {first.wall_ms / typical:.1f}× the middle steady step "
+        f"({ms(typical)} ms, same stopwatch, no profiler; the {len(result.unprofiled_ms)} steady steps took "
+        f"{ms(min(result.unprofiled_ms))} to {ms(slowest)} ms)"
     )
     if result.unprofiled_steps:
         line += f"; {_extra_time(first.phases, first.wall_ms - typical, result)}"
@@ -236,12 +237,14 @@ def _first_step(result: ProfileResult) -> str:
 
 
 def _extra_time(first: dict[str, float], extra: float, result: ProfileResult) -> str:
-    """Which phase measured the first step's extra time, compared with the median steady step's same phase."""
-    usual = {p: statistics.median(s.phases[p] for s in result.unprofiled_steps) for p in PHASES}
+    """Which phase measured the first step's extra time, against the same phase of the middle steady step (one
+    step that ran: the phases of different steps are never mixed)."""
+    walls = [s.wall_ms for s in result.unprofiled_steps]
+    usual = result.unprofiled_steps[walls.index(statistics.median_low(walls))].phases
     phase = max(PHASES, key=lambda p: first[p] - usual[p])
     share = (first[phase] - usual[phase]) / extra
     amount = "most of the extra time" if share > 0.5 else f"the largest part of the extra time ({share:.0%})"
-    return f"{amount} was in `{phase}`, {ms(first[phase])} ms against {ms(usual[phase])} ms in a typical steady step"
+    return f"{amount} was in `{phase}`, {ms(first[phase])} ms against {ms(usual[phase])} ms in the middle steady step"
 
 
 def _one_off_work(result: ProfileResult) -> str:
@@ -261,7 +264,7 @@ def _hidden(waited: float, cost: float) -> str:
 
 def _data_work(options: ProfileOptions, result: ProfileResult) -> str:
     waits = [s.phases["data"] for s in result.steps]
-    waited, median = statistics.fmean(waits), statistics.median(waits)
+    waited, median = statistics.fmean(waits), statistics.median_low(waits)  # the middle step's own wait
     cost = options.data_cost_ms
     if not options.num_workers:
         return (
@@ -275,10 +278,11 @@ def _data_work(options: ProfileOptions, result: ProfileResult) -> str:
     )
     long = [w for w in waits if w > cost]
     if not long:
-        return f"{line}; the median step waited {ms(median)} ms."
+        spread = f"{ms(min(waits))} to {ms(max(waits))} ms"
+        return f"{line}; the middle step waited {ms(median)} ms (the steps waited {spread})."
     return (
         f"{line}. {len(long)} of the {len(waits)} steps waited longer than that work "
-        f"({', '.join(ms(w) for w in long)} ms) and lift the mean: the median step waited {ms(median)} ms "
+        f"({', '.join(ms(w) for w in long)} ms) and lift the mean: the middle step waited {ms(median)} ms "
         f"({_hidden(median, cost)})."
     )
 

@@ -178,7 +178,8 @@ def first_step_sentence_follows_the_stopwatch(options: ProfileOptions):
     if first <= max(steady):
         assert "no one-off cost shows" in line and close(numbers(line)[0], first)
         return
-    assert close(numbers(line)[0], first) and close(numbers(line)[2], statistics.median(steady))
+    assert close(numbers(line)[0], first) and close(numbers(line)[2], statistics.median_low(steady))
+    assert statistics.median_low(steady) in steady  # a step that ran
     # The one-off work it names was measured: the lab's model has 2 (depth) + 1 layers of weight and bias, and a
     # fresh optimizer of this kind, stepped once by hand, makes state for as many parameters as it says.
     model = nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 2))
@@ -207,7 +208,7 @@ def test_workers_prepare_batches_while_the_model_trains():
     assert "of work each batch is set to cost" in line  # the setting, not a measured making time
     if waited < DATA_COST_WORKERS.data_cost_ms:
         assert abs(numbers(line)[3] - 100 * (1 - waited / DATA_COST_WORKERS.data_cost_ms)) <= 0.5
-    assert f"the median step waited {lesson.ms(statistics.median(waits))} ms" in line
+    assert f"the middle step waited {lesson.ms(statistics.median_low(waits))} ms" in line
     # By hand: two workers sleeping 20 ms per batch, a loop busy 3 ms per step, waits far less than 20 ms.
     dataset = torch.utils.data.TensorDataset(torch.randn(64, 4))
     loader = torch.utils.data.DataLoader(
@@ -642,13 +643,13 @@ def test_a_few_long_data_waits_are_named_and_the_median_is_quoted():
     options = ProfileOptions(data_cost_ms=50, num_workers=2)
     result = constructed([(w, 0.02, 1.0, 1.5, 1.0) for w in waits])
     line = next(line for line in lesson.explain(options, result) if "prepare batches" in line)
-    mean, median = sum(waits) / len(waits), sorted(waits)[len(waits) // 2]
+    mean, median = sum(waits) / len(waits), sorted(waits)[(len(waits) - 1) // 2]
     long = [w for w in waits if w > 50]
     assert f"waited {lesson.ms(mean)} ms per step on average" in line
     assert "the 50 ms of work each batch is set to cost" in line and "takes to make" not in line
     assert f"{len(long)} of the {len(waits)} steps waited longer than that work" in line
     assert all(lesson.ms(w) in line for w in long)
-    assert f"the median step waited {lesson.ms(median)} ms ({1 - median / 50:.0%} of it hidden)" in line
+    assert f"the middle step waited {lesson.ms(median)} ms ({1 - median / 50:.0%} of it hidden)" in line
 
 
 def test_profiled_steps_faster_in_every_round_are_reported_as_measured():
@@ -685,3 +686,15 @@ def test_other_holds_the_steps_own_code_not_what_runs_between_steps(tmp_path):
     assert statistics.median(s.other_ms for s in result.steps) < 2.5  # the bars do not
     line = next(line for line in lesson.explain(DEFAULT, result) if line.startswith("The five phases cover"))
     assert "the rest of the step: its own code between and around the phases" in line
+
+
+def test_with_bimodal_steps_the_middle_step_is_one_that_ran_and_the_spread_is_said():
+    """Fourth audit: data waits of 0.12, 45.5, 45.4, 1.2, 45.3 and 2.1 ms were summed up as "the median step waited
+    23.7 ms", the mean of the two middle values, which no step waited. The lab names a step that ran, and the range."""
+    waits = [0.12, 45.5, 45.4, 1.2, 45.3, 2.1]
+    result = constructed([(w, 0.02, 1.0, 1.5, 1.0) for w in waits])
+    line = next(
+        line for line in lesson.explain(ProfileOptions(data_cost_ms=50, num_workers=2), result) if "prepare" in line
+    )
+    assert "23.7" not in line and f"the middle step waited {lesson.ms(2.1)} ms" in line
+    assert f"the steps waited {lesson.ms(0.12)} to {lesson.ms(45.5)} ms" in line
