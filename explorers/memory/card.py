@@ -45,7 +45,13 @@ def _evidence(point: Point, doubling: str | None) -> str:
     result = point.result
     how = "measured" if point.measured else "estimated on fake tensors"
     micro = result.micro_batches > 1
-    where = f"batch {point.batch:,}, a micro-batch of {point.micro_batch:,}" if micro else f"batch {point.batch:,}"
+    where = f"batch {point.batch:,} ({how})"
+    if micro:  # what ran: k micro-batches of m, which is the batch asked for only when k divides it
+        asked = f", the batch asked for was {point.batch:,}" if point.samples_per_step != point.batch else ""
+        where = (
+            f"{point.accumulation} micro-batches of {point.micro_batch:,} ({how}; {point.samples_per_step:,} samples "
+            f"per optimizer step{asked})"
+        )
     parts = {
         "parameters": result.parameters,
         "gradients": result.gradients,
@@ -55,7 +61,7 @@ def _evidence(point: Point, doubling: str | None) -> str:
     largest, size = largest_at_peak(result.steady_step)
     names = " and ".join(part_name(name, result.micro_batches) for name in largest)
     text = (
-        f"At {where} ({how}): "
+        f"At {where}: "
         + ", ".join(f"{name} {format_bytes(size)}" for name, size in parts.items())
         + (
             f". The largest parts alive at the steady peak were {names} ({format_bytes(size)} each). "

@@ -177,6 +177,12 @@ class Point:
     fitted_coefficients: tuple[float, float] | None = None
     # With them: what the lab's loss saves beyond the layers (the final output, in fp32), in bytes.
     loss_saved: int | None = None
+    accumulation: int = 1  # micro-batches per optimizer step
+
+    @property
+    def samples_per_step(self) -> int:
+        """What one optimizer step trains on: micro-batches × their size (not always the batch asked for)."""
+        return self.accumulation * self.micro_batch
 
 
 def micro_batch(options: MemoryOptions, batch: int) -> int:
@@ -256,7 +262,7 @@ def point(options: MemoryOptions, batch: int, limit: int = MEASURE_LIMIT_BYTES) 
     fitted = fitted_coefficients(options, batch) if published else None
     kept_by_loss = loss_saved(options, batch) if published else None
     result = measure_point(options, batch) if measured else estimate
-    return Point(batch, micro_batch(options, batch), result, measured, fitted, kept_by_loss)
+    return Point(batch, micro_batch(options, batch), result, measured, fitted, kept_by_loss, options.accumulation)
 
 
 def batch_point(options: MemoryOptions, report=None) -> Point:

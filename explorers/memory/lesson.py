@@ -334,21 +334,31 @@ def allocator_words(result: Measurement) -> str | None:
     where = f"during {_during(record.phase)}" + (f", while `{record.operator}` ran" if record.operator else "")
     if format_bytes(record.peak) == format_bytes(steady.peak) and record.phase == steady.peak_phase:
         return f"The CPU allocator's own record of one more step 2 agrees: {format_bytes(record.peak)} {where}."
+    peak, counted = _apart(record.peak, steady.peak)
     words = (
         f"The CPU allocator's own record of one more step 2 (torch.profiler's memory events) peaked at "
-        f"**{format_bytes(record.peak)}** {where}"
+        f"**{peak}** {where}"
     )
-    if record.peak > steady.peak and format_bytes(record.peak) != format_bytes(steady.peak):
-        words += f": {format_bytes(record.peak - steady.peak)} more than the tensors counted here ever held at once"
+    if record.peak > steady.peak:
+        words += (
+            f": {format_bytes(record.peak - steady.peak)} more than the tensors counted here held at most ({counted})"
+        )
     if record.phase != steady.peak_phase:
-        tracked = steady.phase_peaks.get(record.phase, 0)
+        held, _ = _apart(record.phase_peaks.get(steady.peak_phase, 0), record.peak)
+        reached, _ = _apart(steady.phase_peaks.get(record.phase, 0), steady.peak)
         words += (
             f". The two records put the step's highest point in different phases: the allocator in "
             f"{_during(record.phase)}, the tensors in {_during(steady.peak_phase)}, where the allocator "
-            f"held {format_bytes(record.phase_peaks.get(steady.peak_phase, 0))}; in {_during(record.phase)} "
-            f"the tensors reached {format_bytes(tracked)}"
+            f"held {held}; in {_during(record.phase)} the tensors reached {reached}"
         )
     return words + "."
+
+
+def _apart(nbytes: int, other: int) -> tuple[str, str]:
+    """Both sizes for people, in exact bytes when the usual rounding would make two different sizes read the same."""
+    if nbytes != other and format_bytes(nbytes) == format_bytes(other):
+        return f"{nbytes:,} B", f"{other:,} B"
+    return format_bytes(nbytes), format_bytes(other)
 
 
 def _during(phase: str) -> str:
