@@ -27,7 +27,7 @@ BY_LAB: dict[str, dict[str, str]] = {
         "input": "Serving calls the model with a batch of one and BatchNorm is in train mode. What happens?",
     },
     "memory": {
-        "fails": "The job dies with out-of-memory at step 2, never at step 1. What was not there in step 1?",
+        "fails": "The job dies with out-of-memory at step 2 after step 1 ran. What was not there in step 1?",
         "cost": "The batch size must double on the same GPU. What do you cut first, and what does each cut cost?",
         "input": "Sequences get 4x longer. Which part of memory grows, by how much, and which stays put?",
     },
@@ -38,7 +38,7 @@ BY_LAB: dict[str, dict[str, str]] = {
     },
     "ddp": {
         "fails": "One rank times out in the all-reduce while the others wait. What do you look at, and what ends it?",
-        "cost": "Going from 2 to 8 GPUs gave only 3x. Where does the rest of the time go?",
+        "cost": "Going from 2 to 8 GPUs made training 3x faster, not 4x. Where does the rest of the time go?",
         "input": "The dataset does not divide evenly across ranks. What does each rank train on, and what breaks?",
     },
     "reproducibility": {

@@ -39,14 +39,16 @@ STATEMENTS: dict[str, Statement] = {
     ),
     "release": Statement(
         text=(
-            "Without `retain_graph=True`, backward drops the graph's references to the tensors its nodes saved for "
-            "backward (built-in saves and a custom Function's `save_for_backward`; a tensor kept as a plain `ctx` "
-            "attribute stays until the node goes); a storage's memory is freed only when nothing else (a parameter, "
-            "the batch, a variable you kept) still holds it."
+            "Without `retain_graph=True`, backward drops the references that the nodes it runs hold to the tensors "
+            "they saved for backward (built-in saves and a custom Function's `save_for_backward`; a tensor kept as a "
+            "plain `ctx` attribute stays until the node goes); a storage's memory is freed only when nothing else "
+            "(a parameter, the batch, a variable you kept) still holds it."
         ),
         scope=(
             "Eager mode; tensors saved by built-in grad_fn nodes and by a custom Function's save_for_backward, "
-            "not tensors stashed on ctx as plain attributes (`ctx.keep = x`), which stay until the node goes."
+            "not tensors stashed on ctx as plain attributes (`ctx.keep = x`), which stay until the node goes; a "
+            "backward limited with `inputs=` (or `torch.autograd.grad` over part of a graph) runs only the nodes on "
+            "the way to those inputs, and the others keep what they saved."
         ),
         source=f"{AUTOGRAD_NOTES}#saved-tensors",
     ),

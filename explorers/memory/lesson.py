@@ -24,15 +24,17 @@ STATEMENTS: dict[str, Statement] = {
             "backward grow with it, and live from the forward to its backward."
         ),
         scope=(
-            "for a fixed model and a per-parameter optimizer (SGD, SGD with momentum, Adam, AdamW); a model that "
-            "saves nothing for backward (an add-only model) has no activations to grow"
+            "for a fixed model with dense gradients and a per-parameter optimizer (SGD, SGD with momentum, Adam, "
+            "AdamW); a sparse embedding's gradient (sparse=True), and the momentum SGD builds from it, grow with the "
+            "rows a batch touches; a model that saves nothing for backward (an add-only model) has no activations "
+            "to grow"
         ),
         source="https://pytorch.org/docs/stable/notes/autograd.html#saved-tensors",
     ),
     "optimizer_state": Statement(
         text=(
-            "Adam, AdamW and SGD with momentum create their state in the first `step()`; it stays alive from then "
-            "on, through every later forward and backward."
+            "Adam, AdamW and SGD with momentum create a parameter's state in the first `step()` at which it has a "
+            "gradient; it stays alive from then on, through every later forward and backward."
         ),
         scope="torch.optim's Adam, AdamW and SGD(momentum > 0); plain SGD keeps no state",
         source="torch/optim/adam.py: Adam._init_group; torch/optim/sgd.py: SGD._init_group",
@@ -229,8 +231,9 @@ def _published_formula(options: MemoryOptions, point: Point) -> list[str]:
         "The published formula, sbh(34 + 5as/h) bytes per layer (Korthikanti et al. 2022: Megatron's layer, "
         f"2-byte values, 1-byte dropout masks{at_fp32}), predicts {format_bytes(predicted)}; "
         f"{_found(point, actual)} ({format_number(actual / predicted)}x).",
-        f"Estimating sequence lengths {s:,} and {other_s:,} separates the two terms: per layer, PyTorch's encoder "
-        f"layer keeps {format_number(per_token)} bytes per token per hidden unit (the formula: {token0}) and "
+        f"Estimating sequence lengths {s:,} and {other_s:,} separates the two terms: per layer, at this "
+        f"micro-batch of {b:,}, PyTorch's encoder layer keeps {format_number(per_token)} bytes per token per hidden "
+        f"unit (the formula: {token0}) and "
         f"{format_number(per_score)} bytes per attention score (the formula: {score0}). The first accounts for "
         f"{format_bytes((per_token - token0) * s * b * h * d)} of the difference, the second for "
         f"{format_bytes((per_score - score0) * a * s * s * b * d)}"
@@ -306,10 +309,17 @@ def peak_lines(result: Measurement) -> list[str]:
         if same:
             lines.append("With no optimizer state, step 2 holds what step 1 held.")
     elif steady.peak > first.peak and state and steady.peak_phase in ("forward", "backward"):
+        phase = steady.peak_phase  # the same phase in both steps: the state is what step 1's lacked there
+        rise = steady.phase_peaks.get(phase, 0) - first.phase_peaks.get(phase, 0)
+        elsewhere = (
+            f" (step 1's own peak was in {_during(first.peak_phase)}, where the state already existed)"
+            if first.peak_phase != phase
+            else ""
+        )
         lines.append(
             f"From step 2 on, the optimizer state ({format_bytes(state)}), made by step 1's optimizer step, is alive "
-            f"through forward and backward and adds to what they hold: the steady peak is "
-            f"{format_bytes(steady.peak - first.peak)} above step 1's, and it is the one a long run must fit."
+            f"through forward and backward and adds to what they hold: in {_during(phase)}, step 2 peaked "
+            f"{format_bytes(rise)} above step 1{elsewhere}. The steady peak is the one a long run must fit."
         )
     elif steady.peak_phase == "optimizer step":
         passes = max(steady.phase_peaks.get("forward", 0), steady.phase_peaks.get("backward", 0))

@@ -48,7 +48,8 @@ STATEMENTS: dict[str, Statement] = {
         ),
         scope=(
             "for forwards that do not branch on torch.is_grad_enabled() themselves; equal within torch.allclose's "
-            "default tolerance"
+            "default tolerance; not nn.TransformerEncoder's nested-tensor fast path (enable_nested_tensor with a "
+            "padding mask, in eval() with no graph), which returns zeros at the padded positions"
         ),
         source=GRAD_MODES_NOTES,
     ),

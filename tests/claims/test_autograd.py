@@ -733,3 +733,17 @@ def test_the_zero_grad_sentence_describes_the_step_it_names_not_a_later_state(ac
     else:
         assert line.startswith(f"At step {cleared + 1}, `zero_grad(set_to_none={wanted == 'None'})` left every")
         assert f"step {later + 1} (`backward" in line and "changed that" in line
+
+
+@falsifies(STATEMENTS["release"])
+def test_a_backward_limited_to_some_inputs_runs_only_their_nodes_and_the_others_keep_what_they_saved():
+    """Fourth audit: y = (a.exp() + b.exp()).sum(); y.backward(inputs=[a]) frees a's branch only: a second
+    backward to b works, one to a raises. The statement's scope says so."""
+    a, b = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    y = (a.exp() + b.exp()).sum()
+    y.backward(inputs=[a])
+    y.backward(inputs=[b])  # b's ExpBackward0 did not run: it still holds what it saved
+    assert torch.allclose(b.grad, b.exp())
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward(inputs=[a])
+    assert "inputs=" in STATEMENTS["release"].scope and "nodes it runs" in STATEMENTS["release"].text

@@ -353,7 +353,9 @@ def test_steady_step_stacks_state_on_the_passes():
     assert (point.result.first_step.peak, point.result.steady_step.peak) == (first, second)
     assert f"Step 1 peaked at **{format_bytes(first)}** during the backward pass" in sentence(lines, "^Step 1")
     assert f"peaked at **{format_bytes(second)}** during the backward pass" in sentence(lines, "^Step 2")
-    assert f"is {format_bytes(second - first)} above step 1's" in sentence(lines, "^From step 2")
+    assert f"in the backward pass, step 2 peaked {format_bytes(second - first)} above step 1." in sentence(
+        lines, "^From step 2"
+    )
 
 
 def test_default_steady_peak_is_the_optimizer_step():
@@ -1031,3 +1033,74 @@ def test_an_allocator_sentence_whose_sizes_all_round_alike_tells_them_apart():
     assert f"**{result.allocator.peak:,} B**" in words
     assert f"{format_bytes(result.allocator.peak - result.steady_step.peak)} more than the tensors" in words
     assert f"({result.steady_step.peak:,} B)" in words
+
+
+def test_the_optimizer_state_sentence_compares_one_phase_across_the_two_steps():
+    """Fourth audit: step 1 peaked in its optimizer step, step 2 in backward, and "the steady peak is 12.0 KiB
+    above step 1's" read as what the state added; backward to backward it added about 775 KiB."""
+    options = MemoryOptions(
+        preset="transformer", width=128, depth=1, heads=1, seq_len=8, batch_size=1, optimizer="sgd_momentum"
+    )
+    lines, point, _ = lab_lines(options, sweep=False)
+    first, steady = point.result.first_step, point.result.steady_step
+    assert (first.peak_phase, steady.peak_phase) == ("optimizer step", "backward")
+    line = sentence(lines, "^From step 2")
+    rise = steady.phase_peaks["backward"] - first.phase_peaks["backward"]
+    assert rise == pytest.approx(point.result.optimizer_state, rel=0.01)  # the state is what backward gained
+    assert f"peaked {format_bytes(rise)} above step 1 (step 1's own peak was in the optimizer step" in line
+    assert format_bytes(steady.peak - first.peak) not in line
+
+
+def test_the_fitted_per_token_coefficient_is_said_at_the_micro_batch_it_was_fitted_at():
+    """Fourth audit: at batch 1 some saved views share storage, and the layer keeps 92.1 bytes per token per hidden
+    unit against 96.1 at batch 2 (counted with our own saved-tensor hook below); the lab names the batch."""
+    counts = {}
+    for batch in (1, 2):
+        options = MemoryOptions(
+            preset="transformer", width=128, depth=1, heads=1, seq_len=8, batch_size=batch, optimizer="sgd_momentum"
+        )
+        other = dataclasses.replace(options, seq_len=16)
+        per_s = {o.seq_len: count_saved(o, batch, loss=False)[0] / o.seq_len for o in (options, other)}
+        per_score = (per_s[16] - per_s[8]) / 8 / batch
+        counts[batch] = (per_s[8] - batch * per_score * 8) / (batch * 128)
+        lines, _, _ = lab_lines(options, sweep=False)
+        split = sentence(lines, "^Estimating sequence lengths")
+        assert f"at this micro-batch of {batch}, PyTorch's encoder layer keeps {counts[batch]:.3g} bytes" in split
+    assert counts[1] < counts[2]
+
+
+def test_a_sparse_embeddings_gradient_and_momentum_grow_with_the_batch_outside_the_dense_scope():
+    """Fourth audit: nn.Embedding(10000, 64, sparse=True): gradient and momentum bytes grew 8x from batch 8 to 64.
+    The batch-split statement's scope names dense gradients and says what a sparse one does."""
+
+    def state_bytes(batch):
+        torch.manual_seed(0)
+        table = nn.Embedding(10000, 64, sparse=True)
+        optimizer = torch.optim.SGD(table.parameters(), lr=0.1, momentum=0.9)
+        table(torch.randint(0, 10000, (batch,))).pow(2).mean().backward()
+        gradient = table.weight.grad.coalesce()
+        grad_bytes = sum(t.numel() * t.element_size() for t in (gradient.indices(), gradient.values()))
+        optimizer.step()
+        momentum = optimizer.state[table.weight]["momentum_buffer"].coalesce()
+        return grad_bytes, momentum.values().numel() * momentum.values().element_size()
+
+    small, large = state_bytes(8), state_bytes(64)
+    assert large[0] > 4 * small[0] and large[1] > 4 * small[1]
+    scope = lesson.STATEMENTS["batch_split"].scope
+    assert "dense gradients" in scope and "sparse" in scope
+
+
+@falsifies(lesson.STATEMENTS["optimizer_state"])
+def test_a_parameter_without_a_gradient_at_the_first_step_gets_its_state_at_a_later_one():
+    """Fourth audit: Adam over two layers, step 1 through the first only: 2 parameters had state, then 4."""
+    first, second = nn.Linear(4, 4), nn.Linear(4, 4)
+    optimizer = torch.optim.Adam([*first.parameters(), *second.parameters()], lr=1e-3)
+    x = torch.randn(2, 4)
+    first(x).sum().backward()
+    optimizer.step()
+    assert len(optimizer.state) == 2  # second.weight and second.bias had no gradient: skipped, no state
+    optimizer.zero_grad()
+    second(first(x)).sum().backward()
+    optimizer.step()
+    assert len(optimizer.state) == 4
+    assert "at which it has a gradient" in lesson.STATEMENTS["optimizer_state"].text

@@ -785,3 +785,22 @@ def test_an_in_place_op_under_no_grad_keeps_its_inputs_grad_fn_and_is_not_record
     assert torch.equal(w.grad, torch.full((3,), 2.0))  # the x3 was not recorded: backward skips it
     text = lesson.STATEMENTS["no_graph"].text
     assert "a new output gets no `grad_fn`" in text and "in-place op returns its input" in text
+
+
+def test_the_nested_tensor_fast_path_changes_values_and_is_outside_the_grad_mode_scope():
+    """Fourth audit: TransformerEncoder with enable_nested_tensor and a padding mask, in eval(): no_grad takes the
+    fast path and returns zeros at padded positions; enable_grad does not. Named in the statement's scope."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=True).eval()
+    x = torch.randn(2, 5, 16)
+    mask = torch.zeros(2, 5, dtype=torch.bool)
+    mask[0, -2:] = True
+    with torch.enable_grad():
+        graphed = encoder(x, src_key_padding_mask=mask)
+    with torch.no_grad():
+        fast = encoder(x, src_key_padding_mask=mask)
+    assert not torch.allclose(graphed, fast)
+    assert torch.equal(fast[0, -2:], torch.zeros_like(fast[0, -2:]))
+    assert torch.allclose(graphed[~mask], fast[~mask], atol=1e-5)  # the positions that are not padding agree
+    assert "nested-tensor fast path" in lesson.STATEMENTS["grad_mode_values"].scope
