@@ -1,11 +1,11 @@
-"""Compare `explorers.memory.measure` and `memory.plan` with CUDA's own allocator counter, where a GPU exists.
+"""Compare `explorers.memory.measure` and `scale.plan` with CUDA's own allocator counter, where a GPU exists.
 
     python benchmarks/gpu_memory_check.py
 
 For a few configurations it prints the measured peak (MemTracker) against
 `torch.cuda.max_memory_allocated` over the same step, as a ratio; the lab's promise is
 within 5%. Then the real models that fit one GPU (GPT-2 small and medium, Qwen2.5-0.5B,
-Llama-3.2-1B): `memory.plan`'s peak, measured on fake CPU tensors, against two real training
+Llama-3.2-1B): `scale.plan`'s peak, measured on fake CPU tensors, against two real training
 steps of the same library model on the GPU (random weights, AdamW with foreach=False, as the
 plan runs it). CUDA's attention kernels and autocast list can save other tensors than the CPU's,
 so these ratios are reported, not held to 5%. Without CUDA it says so and exits 0.
@@ -57,12 +57,12 @@ REAL_MODELS = [("gpt2", 8, 1024), ("gpt2-medium", 4, 1024), ("qwen2.5-0.5b", 4, 
 
 
 def check_real_models() -> None:
-    from explorers import memory
+    from explorers import scale
     from explorers.scale import models
 
     for key, batch, seq in REAL_MODELS:
         for precision in ("fp32", "bf16-mixed"):
-            planned = memory.plan(key, batch_size=batch, seq_len=seq, precision=precision, optimizer="adamw")
+            planned = scale.plan(key, batch_size=batch, seq_len=seq, precision=precision, optimizer="adamw")
             torch.cuda.empty_cache()
             with torch.device("cuda"):
                 model = models.build(models.config_for(key)).train()

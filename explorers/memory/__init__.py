@@ -11,11 +11,9 @@
     m = memory.measure(model, batch, optimizer="adam", precision="bf16", checkpointing=True)
     m.activations, m.first_step.peak, m.steady_step.peak, m.steady_step.at_peak, m.predicted
 
-`plan(model, batch_size, seq_len, ...)` answers the same question for a published model at real
-scale (Llama-3-8B, Mistral-7B, GPT-2 XL, ...), per GPU, on fake tensors: see `explorers.scale`.
-
-    p = memory.plan("llama-3-8b", batch_size=1, seq_len=2048, precision="bf16-mixed", optimizer="adamw")
-    p.parameters, p.gradients, p.optimizer_state, p.activations, p.peak, p.at_peak, p.fits(80 * 2**30)
+`explorers.scale.plan(model, batch_size, seq_len, ...)` answers the same question for a published
+model at real scale (Llama-3-8B, Mistral-7B, GPT-2 XL, ...), per GPU, on fake tensors. It builds on
+this package's measured step; this package does not reach into it.
 """
 
 from explorers.memory.experiment import MemoryOptions
@@ -31,14 +29,6 @@ from explorers.memory.your_model import (
     measure,
 )
 
-
-def plan(*args, **kwargs):
-    """`explorers.scale.plan`: bytes per GPU for one training step of a published model (imported on first use)."""
-    from explorers.scale.experiment import plan as scale_plan
-
-    return scale_plan(*args, **kwargs)
-
-
 __all__ = [
     "CATEGORIES",
     "OPTIMIZERS",
@@ -50,5 +40,4 @@ __all__ = [
     "estimate",
     "estimate_saved",
     "measure",
-    "plan",
 ]

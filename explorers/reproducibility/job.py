@@ -34,19 +34,21 @@ from torch import nn
 from explorers import bounds
 from explorers.reproducibility import manifest
 from explorers.reproducibility.checkpoints import ResumableShuffle, Resume, load_checkpoint, save_checkpoint
+from explorers.reproducibility.recipe import (  # noqa: F401 (the job's recipe, read here as job.BATCH etc.)
+    BATCH,
+    BATCHES_PER_EPOCH,
+    CLASSES,
+    DATA_SEED,
+    DROPOUT,
+    HIDDEN,
+    IN_FEATURES,
+    LEARNING_RATE,
+    NOISE_STD,
+    SCALE_RANGE,
+    TRAIN_SIZE,
+    VAL_SIZE,
+)
 
-IN_FEATURES = 16
-HIDDEN = 64
-CLASSES = 4
-TRAIN_SIZE = 512
-VAL_SIZE = 128
-BATCH = 16
-BATCHES_PER_EPOCH = TRAIN_SIZE // BATCH
-DROPOUT = 0.3
-LEARNING_RATE = 0.01
-NOISE_STD = 0.1
-SCALE_RANGE = (0.8, 1.2)
-DATA_SEED = 2024  # the data and its split are fixed: every run trains on the same samples
 THREADS = 1  # CPU reductions may group differently with other thread counts; the manifest records it
 
 STEPS_RANGE = (2, 100)

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from explorers import units, uploads
+from explorers.reproducibility import recipe
 
 VERSION = 1
 MAX_BYTES = 64 * 1024  # a manifest of this lab is about 1.5 KiB
@@ -77,8 +78,6 @@ def process_facts() -> dict:
 
 def build(config: dict, result: dict, code: dict) -> dict:
     """One run's manifest from its config, what its process reported, and the code version."""
-    from explorers.reproducibility import job
-
     facts = result["facts"]
     return {
         "manifest_version": VERSION,
@@ -86,12 +85,12 @@ def build(config: dict, result: dict, code: dict) -> dict:
         "code": code,
         "config": {
             "steps": config["steps"],
-            "batch_size": job.BATCH,
+            "batch_size": recipe.BATCH,
             "num_workers": config["num_workers"],
             "augmentation": config["augmentation"],
-            "model": f"Linear({job.IN_FEATURES}, {job.HIDDEN}) ReLU Dropout({job.DROPOUT}) Linear({job.HIDDEN}, "
-            f"{job.CLASSES})",
-            "optimizer": f"Adam(lr={job.LEARNING_RATE})",
+            "model": f"Linear({recipe.IN_FEATURES}, {recipe.HIDDEN}) ReLU Dropout({recipe.DROPOUT}) "
+            f"Linear({recipe.HIDDEN}, {recipe.CLASSES})",
+            "optimizer": f"Adam(lr={recipe.LEARNING_RATE})",
         },
         "seeds": {
             "seed": config["seed"],
@@ -105,9 +104,9 @@ def build(config: dict, result: dict, code: dict) -> dict:
         "device": facts["device"],
         "data": {
             "split_hash": result["split_hash"],
-            "data_seed": job.DATA_SEED,
-            "train_size": job.TRAIN_SIZE,
-            "val_size": job.VAL_SIZE,
+            "data_seed": recipe.DATA_SEED,
+            "train_size": recipe.TRAIN_SIZE,
+            "val_size": recipe.VAL_SIZE,
         },
         "result": {
             "final_parameters_digest": result["parameters_digest"],

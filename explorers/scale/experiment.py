@@ -13,8 +13,8 @@ then *computed* from those measured parts, at each phase's own peak:
   block's (or the embeddings and head's) full parameters in forward, and also its full
   gradients in backward, before they are reduce-scattered.
 
-    from explorers import memory
-    p = memory.plan("llama-3-8b", batch_size=1, seq_len=2048, precision="bf16-mixed", optimizer="adamw")
+    from explorers import scale
+    p = scale.plan("llama-3-8b", batch_size=1, seq_len=2048, precision="bf16-mixed", optimizer="adamw")
     p.parameters, p.gradients, p.optimizer_state, p.activations, p.peak, p.at_peak, p.fits(80 * 2**30)
 """
 

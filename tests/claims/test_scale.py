@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.distributed._tools.mem_tracker import MemTracker
 
-from explorers import memory
+from explorers import scale
 from explorers.scale import lesson, models
 from explorers.scale.experiment import PlanOptions, _plan
 from explorers.scale.lesson import STATEMENTS
@@ -59,7 +59,7 @@ def nbytes(tensors) -> int:
 
 
 def test_gpt2_in_fp32_with_adamw_holds_4_4_and_8_bytes_per_parameter():
-    p = memory.plan("gpt2", batch_size=1, seq_len=128, precision="fp32", optimizer="adamw")
+    p = scale.plan("gpt2", batch_size=1, seq_len=128, precision="fp32", optimizer="adamw")
     count = 124_439_808  # GPT-2 small's published parameter count (the tied head counted once)
     assert p.parameter_count == count
     assert p.parameters == 4 * count and p.gradients == 4 * count

@@ -87,3 +87,54 @@ def test_a_torchrun_rank_imports_torch_and_the_workers_own_modules_and_nothing_h
     finished = [line.rsplit("|", 1)[-1].strip() for line in shown.stderr.splitlines() if "|" in line]
     assert finished.index("explorers") < finished.index("torch")
     assert finished.index("explorers.ddp") < finished.index("torch")
+
+
+def explorer_imports() -> dict[str, set[str]]:
+    """Every explorers module -> the explorers modules it imports, at module level or inside a function."""
+    modules = {}
+    for path in (ROOT / "explorers").rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        modules[name] = path
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("explorers"):
+                found |= {resolve(f"{node.module}.{a.name}") or resolve(node.module) for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {resolve(a.name) for a in node.names if a.name.startswith("explorers")}
+        graph[name] = found - {None, name}
+    return graph
+
+
+def test_no_two_explorer_modules_import_each_other_and_no_lab_reaches_into_one_built_on_it():
+    """Third audit: reproducibility's job and manifest imported each other, and the Memory lab reached into the
+    Real-scale lab that is built on it. Modules form no cycle; lab packages form no cycle either."""
+    graph = explorer_imports()
+
+    def cycle_from(start):
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, path = stack.pop()
+            for target in graph[node]:
+                if target == start:
+                    return [*path, start]
+                if target not in seen:
+                    seen.add(target)
+                    stack.append((target, [*path, target]))
+        return None
+
+    cycles = [c for c in map(cycle_from, graph) if c]
+    assert not cycles, cycles
+    labs = {f"explorers.{p.parent.name}" for p in (ROOT / "explorers").glob("*/lesson.py")}
+    package = lambda name: ".".join(name.split(".")[:2])  # noqa: E731
+    between = {(package(a), package(b)) for a, targets in graph.items() for b in targets}
+    between = {(a, b) for a, b in between if a != b and a in labs and b in labs}
+    assert not {(a, b) for a, b in between if (b, a) in between}
+    assert not [b for a, b in between if a == "explorers.memory"]  # the labs built on it reach down, never up
