@@ -274,10 +274,11 @@ def run(
     The result holds only tensors, numbers, strings and lists, so it loads with weights_only=True.
     """
     clock = time.perf_counter
+    already = _loaded(HEAVY_IMPORTS)  # a template fork may hold them before the job runs: not the job's imports
     started = clock()
     seed_process(config)
     seeded = clock()
-    imported_by_seeding = _loaded(HEAVY_IMPORTS)
+    imported_by_seeding = [name for name in _loaded(HEAVY_IMPORTS) if name not in already]
     rng_before = global_rng_digests()
     features, targets, split_hash = make_data()
     dataset = AugmentedDataset(features, targets, config.augmentation, config.seed)
@@ -285,7 +286,7 @@ def run(
     initial_weights = digest(*model.parameters())
     optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)  # may import torch._dynamo: see HEAVY_IMPORTS
     built = clock()
-    imported_by_building = [name for name in _loaded(HEAVY_IMPORTS) if name not in imported_by_seeding]
+    imported_by_building = [name for name in _loaded(HEAVY_IMPORTS) if name not in [*already, *imported_by_seeding]]
     loader, sampler = make_loader(dataset, config, resumable)
     step = batches_in_epoch = 0
     if resume is not None:

@@ -211,14 +211,15 @@ def start_line(c: Comparison) -> str:
     if all(run.launch == fresh.INTERPRETER for run in c.runs):
         return f"Each run was a new Python interpreter: starting it and importing torch took {starts} of its {totals}"
     line = (
-        "Each run was a new process forked from a template interpreter (torch and the job's code imported, none of "
-        "it run), with the torch, numpy and `random` generators reseeded from the OS: starting it took "
+        "Each run was a new process forked from a template interpreter (torch, torch's compiler stack and the job's "
+        "code imported, none of it run), with the torch, numpy and `random` generators reseeded from the OS: "
+        "starting it took "
         f"{starts} of its {totals}"
     )
     waited = sum(run.launch == fresh.TEMPLATE_COLD for run in c.runs)
     if waited:
         first = "the first run" if waited == 1 else f"the first {waited} runs"
-        line += f" ({first} waited for the template to start and import torch)"
+        line += f" ({first} waited for the template to start and import torch and its compiler stack)"
     if len(c.runs) > 1 and len({run.str_hash for run in c.runs}) == 1:  # hash() of the same string, per run
         line += "; Python's string-hash seed was the same in every run (forks share the template's)"
     return line

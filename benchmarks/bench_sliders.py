@@ -1,0 +1,173 @@
+"""In Chromium: every slider of every lab, one notch each, timed to the first figure that changes.
+
+    python benchmarks/bench_sliders.py               # every lab
+    python benchmarks/bench_sliders.py DDP Modes     # these labs only
+
+`bench_browser.py` times one slider per lab, several notches; this one walks every slider a lab
+shows (its folded settings opened first), so a slow or dead control cannot hide behind the one
+that is measured. A notch is a drag at a hand's pace; the trivial page pays the same two pauses,
+and each ratio is given as measured and with the pauses taken off both sides (a constant added
+to both pulls every ratio toward 1). A notch after which no figure and no part of the URL changed
+within the wait is reported as such: a control that does nothing is a finding, not a slow one.
+
+Targets (issue 31): a control that reruns in the engine's workers within 2x the trivial page;
+one that starts processes (Profiler, DDP, Reproducibility) within 3 s; Reproducibility with 3
+runs within 4 s.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from benchmarks.bench_browser import HAND_PAUSE_MS, TRIVIAL_PAGE, measure, settle  # noqa: E402
+from tests.e2e.conftest import CHROMIUM_FLAGS, chromium_executable, streamlit_server  # noqa: E402
+
+PAUSES_S = 2 * HAND_PAUSE_MS / 1000  # in every measured notch, the lab's and the trivial page's alike
+WAIT_S = 60
+FIGURES = "[data-testid='stPlotlyChart'] .main-svg, [data-testid='stGraphVizChart'] svg"
+PROCESSES = {"Profiler", "DDP", "Reproducibility"}
+PAGES = [  # the URL path (with a query where the issue names one), and its target
+    ("Autograd", "2x"),
+    ("Modes", "2x"),
+    ("Memory", "2x"),
+    ("Gradients", "2x"),
+    ("Serving", "2x"),
+    ("Real_scale", "2x"),
+    ("Fix_the_loop", "2x"),
+    ("Compile", "2x"),
+    ("Precision", "2x"),
+    ("Profiler", "3s"),
+    ("DDP", "3s"),
+    ("Reproducibility", "3s"),
+    ("Reproducibility?runs=3", "4s"),
+]
+
+
+def figures_markup(page) -> list[str]:
+    return page.eval_on_selector_all(FIGURES, "nodes => nodes.map(n => n.outerHTML)")
+
+
+def open_folded_settings(page) -> None:
+    """Open every closed expander that holds a slider, so the slider can be dragged."""
+    closed = page.locator(
+        "[data-testid='stMain'] [data-testid='stExpander'] details:not([open]):has([data-testid='stSlider']) > summary"
+    )
+    for _ in range(20):  # the set shrinks as each one opens: always the first closed one
+        if not closed.count():
+            break
+        closed.first.click()
+        page.wait_for_timeout(200)
+    settle(page)
+
+
+def slider_labels(page) -> list[tuple[str, bool]]:
+    """(label, enabled) of every slider on the page, in page order."""
+    found = []
+    for box in page.get_by_test_id("stSlider").all():
+        label = box.get_by_test_id("stWidgetLabel").inner_text().strip()
+        thumb = box.get_by_role("slider")
+        found.append((label, thumb.get_attribute("aria-disabled") != "true"))
+    return found
+
+
+def drag_one_notch(page, label: str) -> None:
+    """One notch right, or left from the top of the range, at a hand's pace (bench_browser's drag)."""
+    name = re.escape(label)
+    thumb = page.get_by_role("slider", name=re.compile(rf"^{name}( {name})?$"))
+    low, high, step, value = (float(thumb.get_attribute(a)) for a in ("min", "max", "step", "value"))
+    target = value + step if value + step <= high else value - step
+    track = page.get_by_test_id("stSlider").filter(has=thumb).locator("[role=group] > div").first
+    track_box, thumb_box = track.bounding_box(), thumb.locator("xpath=../..").bounding_box()
+    y = thumb_box["y"] + thumb_box["height"] / 2
+    page.mouse.move(thumb_box["x"] + thumb_box["width"] / 2, y)
+    page.mouse.down()
+    page.wait_for_timeout(HAND_PAUSE_MS)
+    page.mouse.move(track_box["x"] + (target - low) / (high - low) * track_box["width"], y, steps=5)
+    page.wait_for_timeout(HAND_PAUSE_MS)
+    page.mouse.up()
+
+
+def notch(page, label: str) -> float | None:
+    """Seconds from the notch to a changed figure (or URL, for a view-only control); None when nothing changed."""
+    before, url = figures_markup(page), page.url
+    page.evaluate("m => { window.__before = m; }", before)
+    page.get_by_test_id("stSlider").filter(has_text=label).first.scroll_into_view_if_needed()
+    start = time.perf_counter()
+    drag_one_notch(page, label)
+    try:
+        page.wait_for_function(
+            """([sel, url]) => {
+                // a figure redrawn with new data; a rerun's placeholder (fewer figures for a moment) is not one
+                const now = [...document.querySelectorAll(sel)].map(n => n.outerHTML);
+                if (now.length < window.__before.length) return false;
+                return now.some((m, i) => m !== window.__before[i])
+                    || (location.href !== url && !document.querySelector("[data-test-script-state='running']"));
+            }""",
+            arg=[FIGURES, url],
+            polling="raf",
+            timeout=WAIT_S * 1000,
+        )
+    except PlaywrightTimeout:
+        return None
+    elapsed = time.perf_counter() - start
+    settle(page)
+    return elapsed
+
+
+def measure_page(browser, url: str) -> list[tuple[str, float | None, bool]]:
+    page = browser.new_context(viewport={"width": 1600, "height": 1000}).new_page()
+    page.set_default_timeout(120_000)
+    page.goto(url)
+    page.locator(FIGURES).first.wait_for(timeout=120_000)
+    settle(page)
+    open_folded_settings(page)
+    rows = []
+    for label, enabled in slider_labels(page):
+        rows.append((label, notch(page, label) if enabled else None, enabled))
+    page.context.close()
+    return rows
+
+
+def main() -> None:
+    chosen = sys.argv[1:]
+    with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
+        (Path(folder) / "trivial.py").write_text(TRIVIAL_PAGE)
+        browser = playwright.chromium.launch(executable_path=chromium_executable(), args=CHROMIUM_FLAGS)
+        with streamlit_server("trivial.py", Path(folder)) as (url, _):
+            baseline = statistics.median(measure(browser, url, "Value", "[data-testid='stMarkdown'] p"))
+        print(f"trivial page: {baseline * 1000:.0f} ms a notch ({(baseline - PAUSES_S) * 1000:.0f} ms without pauses)")
+        print("| lab | slider | notch to a changed figure | × trivial | × trivial, pauses off | target |")
+        print("|---|---|---|---|---|---|")
+        with streamlit_server() as (url, _):
+            for path, target in PAGES:
+                if chosen and path.split("?")[0] not in chosen:
+                    continue
+                for label, seconds, enabled in measure_page(browser, f"{url}/{path}"):
+                    print(row(path, label, seconds, enabled, baseline, target), flush=True)
+        browser.close()
+
+
+def row(path: str, label: str, seconds: float | None, enabled: bool, baseline: float, target: str) -> str:
+    if not enabled:
+        return f"| {path} | {label} | disabled here | | | |"
+    if seconds is None:
+        return f"| {path} | {label} | **no figure or URL changed in {WAIT_S} s** | | | {target}: MISSED |"
+    ratio, bare = seconds / baseline, (seconds - PAUSES_S) / (baseline - PAUSES_S)
+    limit = float(target[:-1]) * (baseline if target.endswith("x") else 1.0)
+    verdict = "met" if seconds <= limit else "MISSED"
+    return f"| {path} | {label} | {seconds * 1000:.0f} ms | {ratio:.1f}x | {bare:.1f}x | {target}: {verdict} |"
+
+
+if __name__ == "__main__":
+    main()
