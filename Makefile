@@ -10,7 +10,7 @@ PORT ?= 8501
 HOST ?= localhost
 PIP := $(BIN)/python -m pip install --disable-pip-version-check -q
 
-.PHONY: run test quick lint unit app e2e bench screenshots browser clean
+.PHONY: run serve serve-stop proxy test quick lint unit app e2e bench screenshots browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,29 @@ $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
 
 run: $(VENV)/.runtime
 	$(BIN)/python -m streamlit run app.py --server.port $(PORT) --server.address $(HOST)
+
+# A class server: REPLICAS app replicas behind nginx on PORT 8500 (deploy/serve.py; README, "Serving a class").
+# AUTH=path/to/htpasswd turns on basic auth. `make serve-stop` (another terminal) or Ctrl-C stops everything.
+REPLICAS ?= 2
+SERVE_PORT ?= 8500
+serve: $(VENV)/.runtime proxy
+	$(BIN)/python deploy/serve.py --replicas $(REPLICAS) --port $(SERVE_PORT) $(if $(AUTH),--auth $(AUTH))
+
+serve-stop:
+	$(BIN)/python deploy/serve.py --stop
+
+PROXY_REQUIRED ?= 1
+test: PROXY_REQUIRED = 0
+# nginx the way `browser` finds Chromium: Debian's package when present, installed with apt-get as root.
+proxy:
+	@if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then \
+		echo "proxy: $$(command -v nginx || echo /usr/sbin/nginx)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null; \
+	else \
+		echo "no nginx (Debian/Ubuntu: sudo apt-get install nginx-light): make serve needs it, its tests skip"; \
+		exit $(PROXY_REQUIRED); \
+	fi
 
 # Browser tests use Debian's Chromium when present (Playwright cannot download one everywhere),
 # install it when we are root on Debian, and otherwise let Playwright fetch its own.
@@ -41,7 +64,7 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint browser
+test: lint browser proxy
 	$(BIN)/python -m pytest --durations=25
 
 # The fast part of the suite (no browser, no process-starting or training-heavy files): a few minutes.

@@ -77,7 +77,7 @@ def slider_labels(page) -> list[tuple[str, bool]]:
     for box in page.get_by_test_id("stSlider").all():
         label = box.get_by_test_id("stWidgetLabel").inner_text().strip()
         thumb = box.get_by_role("slider")
-        found.append((label, thumb.get_attribute("aria-disabled") != "true"))
+        found.append((label, thumb.is_enabled()))  # a disabled slider's range input carries `disabled`
     return found
 
 

@@ -1,0 +1,199 @@
+"""Serve a class: N app replicas on local ports behind nginx, with sticky sessions and limits at the edge.
+
+    python deploy/serve.py --replicas 2 [--port 8500] [--auth path/to/htpasswd]   (make serve REPLICAS=2)
+    python deploy/serve.py --stop                                                  (make serve-stop)
+
+Each replica is a `streamlit run app.py` of its own, in a process group of its own (its run
+engine, forkserver and workers with it), with `EXPLORER_WORKERS` set to its fair share of the
+cores (cores / N, at least 1). nginx runs deploy/nginx.conf unchanged, from a run folder that
+also holds the two files it includes: the replicas (explorer-upstream.conf) and this server's
+port and optional basic auth (explorer-server.conf). compose.yaml mounts the same nginx.conf.
+
+While it runs, this process checks every replica's /_stcore/health each HEALTH_EVERY_S: a replica
+that stops answering is marked `down` in the upstream list and nginx reloads, so no new session is
+sent to it (nginx's own `max_fails` also takes it out after a failed request). Ctrl-C, SIGTERM or
+`--stop` end nginx and every replica's whole process group, then remove the run folder: no process,
+no temporary folder and no bound port are left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "deploy" / "nginx.conf"
+RUN = ROOT / ".serve"  # the run folder: generated config, pid files, nginx's temp folders
+PID_FILE = RUN / "serve.pid"
+FIRST_REPLICA_PORT = 8511
+HEALTH_EVERY_S = 2.0
+START_TIMEOUT_S = 90.0
+STOP_GRACE_S = 10.0
+
+
+def upstream_conf(ports: list[int], down: set[int]) -> str:
+    servers = "".join(
+        f"    server 127.0.0.1:{port} max_fails=1 fail_timeout=10s{' down' * (port in down)};\n" for port in ports
+    )
+    return f"upstream explorer {{\n    hash $explorer_client consistent;\n{servers}}}\n"
+
+
+def server_conf(port: int, auth: Path | None) -> str:
+    lines = [f"listen 127.0.0.1:{port};", f"listen [::1]:{port};" if _has_ipv6() else ""]
+    if auth:
+        lines += ['auth_basic "PyTorch Explorer";', f"auth_basic_user_file {auth.resolve()};"]
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+def _has_ipv6() -> bool:
+    return Path("/proc/net/if_inet6").exists() and bool(Path("/proc/net/if_inet6").read_text().strip())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, ValueError):
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
+
+
+def workers_per_replica(replicas: int) -> int:
+    return max(1, (os.cpu_count() or 1) // replicas)
+
+
+def healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+def start_replica(port: int, workers: int) -> subprocess.Popen:
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+    command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
+    env = {**os.environ, "EXPLORER_WORKERS": str(workers)}
+    log = open(RUN / f"replica-{port}.log", "wb")  # noqa: SIM115 (kept open while the replica runs)
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def end_group(process: subprocess.Popen) -> None:
+    """SIGTERM the process's whole group (its engine's workers too), then SIGKILL what is left."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(STOP_GRACE_S)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(STOP_GRACE_S)
+
+
+class Stop(Exception):
+    pass
+
+
+def serve(replicas: int, port: int, auth: Path | None) -> None:
+    if PID_FILE.exists():
+        if _alive(int(PID_FILE.read_text() or 0)):
+            sys.exit(f"a class server already runs from {RUN} (stop it with `make serve-stop`)")
+        shutil.rmtree(RUN, ignore_errors=True)  # left by a server that was killed
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(nginx).exists():
+        sys.exit("nginx is not installed: `apt-get install nginx-light` (make serve does this as root on Debian)")
+    if auth and not auth.is_file():
+        sys.exit(f"no htpasswd file at {auth}")
+    RUN.mkdir()
+    PID_FILE.write_text(str(os.getpid()))
+    ports = [FIRST_REPLICA_PORT + i for i in range(replicas)]
+    workers = workers_per_replica(replicas)
+    started: list[subprocess.Popen] = []
+    proxy = None
+
+    def stop(*_):
+        raise Stop
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        started = [start_replica(p, workers) for p in ports]
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not all(healthy(p) for p in ports):
+            if time.monotonic() > deadline or any(r.poll() is not None for r in started):
+                sys.exit(f"a replica did not start: see {RUN}/replica-*.log")
+            time.sleep(0.3)
+        shutil.copyfile(CONFIG, RUN / "nginx.conf")  # the same file compose.yaml mounts, byte for byte
+        (RUN / "explorer-upstream.conf").write_text(upstream_conf(ports, set()))
+        (RUN / "explorer-server.conf").write_text(server_conf(port, auth))
+        proxy = subprocess.Popen([nginx, "-p", str(RUN), "-c", str(RUN / "nginx.conf"), "-g", "daemon off;"])
+        print(f"serving {replicas} replica(s), {workers} worker(s) each, on http://localhost:{port}", flush=True)
+        down: set[int] = set()
+        while True:
+            time.sleep(HEALTH_EVERY_S)
+            if proxy.poll() is not None:
+                sys.exit("nginx stopped")
+            now_down = {p for p in ports if not healthy(p)}
+            if now_down != down:
+                down = now_down
+                (RUN / "explorer-upstream.conf").write_text(upstream_conf(ports, down))
+                proxy.send_signal(signal.SIGHUP)  # nginx reloads its config; open connections finish
+                print(f"replicas down: {sorted(down) or 'none'}", flush=True)
+    except Stop:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if proxy is not None:
+            proxy.send_signal(signal.SIGQUIT)  # graceful: its workers finish and exit
+            try:
+                proxy.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proxy.kill()
+                proxy.wait()
+        for replica in started:
+            end_group(replica)
+        shutil.rmtree(RUN, ignore_errors=True)
+
+
+def stop_running() -> None:
+    """End the class server started from this checkout, and wait until it is gone."""
+    try:
+        pid = int(PID_FILE.read_text())
+    except (OSError, ValueError):
+        print("no class server runs from this checkout")
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 3 * STOP_GRACE_S
+    while RUN.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    print("stopped" if not RUN.exists() else f"still stopping: {RUN} is there")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--port", type=int, default=8500)
+    parser.add_argument("--auth", type=Path, default=None, help="an htpasswd file: basic auth for every page")
+    parser.add_argument("--stop", action="store_true", help="stop the class server started from this checkout")
+    args = parser.parse_args()
+    if args.stop:
+        stop_running()
+    elif not 1 <= args.replicas <= 16:
+        parser.error("--replicas must be 1 to 16")
+    else:
+        serve(args.replicas, args.port, args.auth)
+
+
+if __name__ == "__main__":
+    main()
