@@ -31,8 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "deploy" / "nginx.conf"
-RUN = ROOT / ".serve"  # the run folder: generated config, pid files, nginx's temp folders
-PID_FILE = RUN / "serve.pid"
+RUN = ROOT / ".serve"  # the run folder: generated config, pid files, logs, nginx's and each replica's temp folders
 FIRST_REPLICA_PORT = 8511
 HEALTH_EVERY_S = 2.0
 START_TIMEOUT_S = 90.0
@@ -79,12 +78,17 @@ def healthy(port: int) -> bool:
         return False
 
 
-def start_replica(port: int, workers: int) -> subprocess.Popen:
+def start_replica(run: Path, port: int, workers: int) -> subprocess.Popen:
+    """One replica, leading its own process group, with a temp folder of its own (removed when it ends)."""
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
     command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
-    env = {**os.environ, "EXPLORER_WORKERS": str(workers)}
-    log = open(RUN / f"replica-{port}.log", "wb")  # noqa: SIM115 (kept open while the replica runs)
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    temp = run / f"tmp-{port}"
+    temp.mkdir()
+    env = {**os.environ, "EXPLORER_WORKERS": str(workers), "TMPDIR": str(temp)}
+    log = open(run / f"replica-{port}.log", "wb")  # noqa: SIM115 (kept open while the replica runs)
+    replica = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    (run / f"replica-{port}.pid").write_text(str(replica.pid))
+    return replica
 
 
 def end_group(process: subprocess.Popen) -> None:
@@ -103,19 +107,20 @@ class Stop(Exception):
     pass
 
 
-def serve(replicas: int, port: int, auth: Path | None) -> None:
-    if PID_FILE.exists():
-        if _alive(int(PID_FILE.read_text() or 0)):
-            sys.exit(f"a class server already runs from {RUN} (stop it with `make serve-stop`)")
-        shutil.rmtree(RUN, ignore_errors=True)  # left by a server that was killed
+def serve(replicas: int, port: int, auth: Path | None, run: Path = RUN, first_port: int = FIRST_REPLICA_PORT) -> None:
+    pid_file = run / "serve.pid"
+    if pid_file.exists():
+        if _alive(int(pid_file.read_text() or 0)):
+            sys.exit(f"a class server already runs from {run} (stop it with `make serve-stop`)")
+        shutil.rmtree(run, ignore_errors=True)  # left by a server that was killed
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
         sys.exit("nginx is not installed: `apt-get install nginx-light` (make serve does this as root on Debian)")
     if auth and not auth.is_file():
         sys.exit(f"no htpasswd file at {auth}")
-    RUN.mkdir()
-    PID_FILE.write_text(str(os.getpid()))
-    ports = [FIRST_REPLICA_PORT + i for i in range(replicas)]
+    run.mkdir(parents=True)
+    pid_file.write_text(str(os.getpid()))
+    ports = [first_port + i for i in range(replicas)]
     workers = workers_per_replica(replicas)
     started: list[subprocess.Popen] = []
     proxy = None
@@ -126,16 +131,16 @@ def serve(replicas: int, port: int, auth: Path | None) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     try:
-        started = [start_replica(p, workers) for p in ports]
+        started = [start_replica(run, p, workers) for p in ports]
         deadline = time.monotonic() + START_TIMEOUT_S
         while not all(healthy(p) for p in ports):
             if time.monotonic() > deadline or any(r.poll() is not None for r in started):
-                sys.exit(f"a replica did not start: see {RUN}/replica-*.log")
+                sys.exit(f"a replica did not start: see {run}/replica-*.log")
             time.sleep(0.3)
-        shutil.copyfile(CONFIG, RUN / "nginx.conf")  # the same file compose.yaml mounts, byte for byte
-        (RUN / "explorer-upstream.conf").write_text(upstream_conf(ports, set()))
-        (RUN / "explorer-server.conf").write_text(server_conf(port, auth))
-        proxy = subprocess.Popen([nginx, "-p", str(RUN), "-c", str(RUN / "nginx.conf"), "-g", "daemon off;"])
+        shutil.copyfile(CONFIG, run / "nginx.conf")  # the same file compose.yaml mounts, byte for byte
+        (run / "explorer-upstream.conf").write_text(upstream_conf(ports, set()))
+        (run / "explorer-server.conf").write_text(server_conf(port, auth))
+        proxy = subprocess.Popen([nginx, "-p", str(run), "-c", str(run / "nginx.conf"), "-g", "daemon off;"])
         print(f"serving {replicas} replica(s), {workers} worker(s) each, on http://localhost:{port}", flush=True)
         down: set[int] = set()
         while True:
@@ -145,9 +150,13 @@ def serve(replicas: int, port: int, auth: Path | None) -> None:
             now_down = {p for p in ports if not healthy(p)}
             if now_down != down:
                 down = now_down
-                (RUN / "explorer-upstream.conf").write_text(upstream_conf(ports, down))
+                (run / "explorer-upstream.conf").write_text(upstream_conf(ports, down))
                 proxy.send_signal(signal.SIGHUP)  # nginx reloads its config; open connections finish
                 print(f"replicas down: {sorted(down) or 'none'}", flush=True)
+            for replica, replica_port in zip(started, ports, strict=True):
+                if replica.poll() is not None and (run / f"tmp-{replica_port}").exists():
+                    end_group(replica)  # what its engine left (a killed server cannot clean up after itself)
+                    shutil.rmtree(run / f"tmp-{replica_port}", ignore_errors=True)
     except Stop:
         pass
     finally:
@@ -162,22 +171,22 @@ def serve(replicas: int, port: int, auth: Path | None) -> None:
                 proxy.wait()
         for replica in started:
             end_group(replica)
-        shutil.rmtree(RUN, ignore_errors=True)
+        shutil.rmtree(run, ignore_errors=True)
 
 
-def stop_running() -> None:
+def stop_running(run: Path = RUN) -> None:
     """End the class server started from this checkout, and wait until it is gone."""
     try:
-        pid = int(PID_FILE.read_text())
+        pid = int((run / "serve.pid").read_text())
     except (OSError, ValueError):
         print("no class server runs from this checkout")
         return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 3 * STOP_GRACE_S
-    while RUN.exists() and time.monotonic() < deadline:
+    while run.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
-    print("stopped" if not RUN.exists() else f"still stopping: {RUN} is there")
+    print("stopped" if not run.exists() else f"still stopping: {run} is there")
 
 
 def main() -> None:
@@ -186,13 +195,15 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8500)
     parser.add_argument("--auth", type=Path, default=None, help="an htpasswd file: basic auth for every page")
     parser.add_argument("--stop", action="store_true", help="stop the class server started from this checkout")
+    parser.add_argument("--run-dir", type=Path, default=RUN, help="the run folder (tests use their own)")
+    parser.add_argument("--first-replica-port", type=int, default=FIRST_REPLICA_PORT)
     args = parser.parse_args()
     if args.stop:
-        stop_running()
+        stop_running(args.run_dir)
     elif not 1 <= args.replicas <= 16:
         parser.error("--replicas must be 1 to 16")
     else:
-        serve(args.replicas, args.port, args.auth)
+        serve(args.replicas, args.port, args.auth, args.run_dir, args.first_replica_port)
 
 
 if __name__ == "__main__":
