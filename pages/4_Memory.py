@@ -41,7 +41,8 @@ with bench, page.controls():
     rows = (("width", "depth"), ("seq_len", "heads"), ("optimizer", "precision"), ("accumulation", "budget_gb"))
     for pair in rows:
         for name, column in zip(pair, st.columns(2), strict=True):
-            page.widget(name, column, disabled=name in ("seq_len", "heads") and not transformer)
+            off = name in ("seq_len", "heads") and not transformer
+            page.widget(name, column, disabled=off, help=lesson.TRANSFORMER_ONLY if off else None)
     page.widget("checkpointing")  # a row of its own: beside the seed, its label was cut at 1280 px
     page.widget("seed", st.columns(2)[0])
 page.sync_url()

@@ -69,6 +69,7 @@ STATEMENTS: dict[str, Statement] = {
 # The help of the controls whose meaning is not in their label.
 WIDTH_HELP = "Hidden units in the MLP, channels in the CNN, the model dimension in the transformer."
 PRECISION_HELP = "bf16 and fp16 run the step under autocast; the weights stay fp32."
+TRANSFORMER_ONLY = "The transformer preset's knob: the MLP and the CNN have no sequence or attention heads."
 CHECKPOINTING_HELP = "Activation checkpointing around each top-level block of the model."
 DOUBLING_QUESTION = "Double the batch size. Which of these grows?"
 

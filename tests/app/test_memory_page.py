@@ -147,3 +147,13 @@ def test_an_inconsistent_combination_falls_back_to_defaults_with_a_message():
     at = open_page(PAGE, {"preset": "transformer", "width": "48", "heads": "32"})
     assert not at.exception
     assert any("divisible" in w.value for w in at.warning)
+
+
+def test_the_transformer_only_sliders_say_why_they_are_disabled_for_the_other_presets():
+    """Issue 31: a control that is disabled says why on the page."""
+    from explorers.memory import lesson
+
+    at = open_page(PAGE)
+    for label in ("Sequence length", "Heads"):
+        widget = next(w for w in [*at.slider, *at.select_slider] if w.label == label)
+        assert widget.disabled and widget.help == lesson.TRANSFORMER_ONLY
