@@ -83,7 +83,7 @@ def slider_labels(page) -> list[tuple[str, bool]]:
 
 def drag_one_notch(page, label: str) -> None:
     """One notch right, or left from the top of the range, at a hand's pace (bench_browser's drag)."""
-    name = re.escape(label)
+    name = re.escape(label).replace("/", "\\/")  # Playwright hands the pattern to JavaScript, where / ends it
     thumb = page.get_by_role("slider", name=re.compile(rf"^{name}( {name})?$"))
     low, high, step, value = (float(thumb.get_attribute(a)) for a in ("min", "max", "step", "value"))
     target = value + step if value + step <= high else value - step
