@@ -101,6 +101,29 @@ def end_group(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(STOP_GRACE_S)
+    deadline = time.monotonic() + STOP_GRACE_S  # a killed worker takes a moment to go: return once all have
+    while _group_members(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of a process group, from /proc; where there is none, a signal-0 probe."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return []
+        return [pgid]
+    members = []
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            state, _, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) == pgid and state != "Z":
+            members.append(int(stat.parent.name))
+    return members
 
 
 class Stop(Exception):
