@@ -47,19 +47,22 @@ COLD_COMPILE = "Compile?preset=clean&width=48"  # a width no other measurement c
 SETTLED = "[data-testid='stApp'][data-test-script-state='notRunning']"
 
 
-def notch_right(page, slider_name: str) -> None:
-    """Drag the thumb one notch right, at a hand's pace (see tests/e2e/sessions.py for why a drag)."""
-    # its accessible name repeats the label ("Steps Steps"): anchored, so "Steps" is not "Checkpoint after (steps)"
-    label = re.escape(slider_name)
+def notch_right(page, slider_name: str, back_at_top: bool = False) -> None:
+    """Drag the thumb one notch right, at a hand's pace (see tests/e2e/sessions.py for why a drag); with
+    `back_at_top`, one notch left from the top of the range, where a notch right would move nothing."""
+    # its accessible name repeats the label ("Steps Steps"): anchored, so "Steps" is not "Checkpoint after (steps)";
+    # Playwright hands the pattern to JavaScript, where an unescaped / would end it
+    label = re.escape(slider_name).replace("/", "\\/")
     value_input = page.get_by_role("slider", name=re.compile(rf"^{label}( {label})?$"))
     low, high, step, value = (float(value_input.get_attribute(a)) for a in ("min", "max", "step", "value"))
+    target = value - step if back_at_top and value + step > high else min(value + step, high)
     track = page.get_by_test_id("stSlider").filter(has=value_input).locator("[role=group] > div").first
     track_box, thumb_box = track.bounding_box(), value_input.locator("xpath=../..").bounding_box()
     y = thumb_box["y"] + thumb_box["height"] / 2
     page.mouse.move(thumb_box["x"] + thumb_box["width"] / 2, y)
     page.mouse.down()
     page.wait_for_timeout(HAND_PAUSE_MS)
-    page.mouse.move(track_box["x"] + (min(value + step, high) - low) / (high - low) * track_box["width"], y, steps=5)
+    page.mouse.move(track_box["x"] + (target - low) / (high - low) * track_box["width"], y, steps=5)
     page.wait_for_timeout(HAND_PAUSE_MS)  # part of the measured time for every page alike
     page.mouse.up()
 

@@ -17,7 +17,6 @@ runs within 4 s.
 
 from __future__ import annotations
 
-import re
 import statistics
 import sys
 import tempfile
@@ -30,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from benchmarks.bench_browser import HAND_PAUSE_MS, TRIVIAL_PAGE, measure, settle  # noqa: E402
+from benchmarks.bench_browser import HAND_PAUSE_MS, TRIVIAL_PAGE, measure, notch_right, settle  # noqa: E402
 from tests.e2e.conftest import CHROMIUM_FLAGS, chromium_executable, streamlit_server  # noqa: E402
 
 PAUSES_S = 2 * HAND_PAUSE_MS / 1000  # in every measured notch, the lab's and the trivial page's alike
@@ -81,30 +80,13 @@ def slider_labels(page) -> list[tuple[str, bool]]:
     return found
 
 
-def drag_one_notch(page, label: str) -> None:
-    """One notch right, or left from the top of the range, at a hand's pace (bench_browser's drag)."""
-    name = re.escape(label).replace("/", "\\/")  # Playwright hands the pattern to JavaScript, where / ends it
-    thumb = page.get_by_role("slider", name=re.compile(rf"^{name}( {name})?$"))
-    low, high, step, value = (float(thumb.get_attribute(a)) for a in ("min", "max", "step", "value"))
-    target = value + step if value + step <= high else value - step
-    track = page.get_by_test_id("stSlider").filter(has=thumb).locator("[role=group] > div").first
-    track_box, thumb_box = track.bounding_box(), thumb.locator("xpath=../..").bounding_box()
-    y = thumb_box["y"] + thumb_box["height"] / 2
-    page.mouse.move(thumb_box["x"] + thumb_box["width"] / 2, y)
-    page.mouse.down()
-    page.wait_for_timeout(HAND_PAUSE_MS)
-    page.mouse.move(track_box["x"] + (target - low) / (high - low) * track_box["width"], y, steps=5)
-    page.wait_for_timeout(HAND_PAUSE_MS)
-    page.mouse.up()
-
-
 def notch(page, label: str) -> float | None:
     """Seconds from the notch to a changed figure (or URL, for a view-only control); None when nothing changed."""
     before, url = figures_markup(page), page.url
     page.evaluate("m => { window.__before = m; }", before)
     page.get_by_test_id("stSlider").filter(has_text=label).first.scroll_into_view_if_needed()
     start = time.perf_counter()
-    drag_one_notch(page, label)
+    notch_right(page, label, back_at_top=True)
     try:
         page.wait_for_function(
             """([sel, url]) => {

@@ -24,8 +24,9 @@ from explorers.units import sci
 
 # The activation whose derivative bound the "vanishing" Statement states; advice to replace it rests on that bound.
 SATURATING = ("Sigmoid",)
-# The activations the "homogeneous" and "critical_gain" Statements hold for (the lab's stacks start with zero biases).
-HOMOGENEOUS = ("ReLU", "Identity")
+# The activations the "homogeneous" and "critical_gain" Statements hold for (the lab's stacks start with zero
+# biases), each with its critical gain as written and as a number.
+HOMOGENEOUS = {"ReLU": ("√2", 2**0.5), "Identity": ("1", 1.0)}
 
 _RECOVERIES = {
     "broken_graph": "Remove the detach/no_grad on the training path; replace a hard argmax with a differentiable "
@@ -62,8 +63,8 @@ def _mechanism(kind: str, run: ScenarioRun) -> str:
     if kind == "vanishing" and "Sigmoid" in run.activations:
         text += " " + STATEMENTS["vanishing"].text
     if run.activations and all(name in HOMOGENEOUS for name in run.activations):
-        gain = "√2" if "ReLU" in run.activations else "1"
-        side = "above" if run.options.init_scale > (2**0.5 if gain == "√2" else 1.0) else "not above"
+        gain, value = HOMOGENEOUS["ReLU" if "ReLU" in run.activations else "Identity"]
+        side = "above" if run.options.init_scale > value else "not above"
         text += (
             f" {STATEMENTS['homogeneous'].text} {STATEMENTS['critical_gain'].text} This stack was drawn at "
             f"s = {run.options.init_scale:g}, {side} {gain}."
