@@ -162,7 +162,7 @@ def _worker_main(conn: multiprocessing.connection.Connection, threads: int, fold
     os.environ["TMPDIR"] = tempfile.tempdir = folder
     os.setsid()  # its own process group: killing the group also ends its DataLoader workers
     # with the server's forkserver the group ends, and the folder goes (a SIGKILLed server cannot remove it)
-    lifeline.exit_with_parent(whole_group=True, kernel_signal=False, remove=folder)
+    lifeline.exit_with_parent(whole_group=True, remove=folder)
     import torch
 
     _reset_process_state(threads)

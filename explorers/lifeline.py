@@ -34,14 +34,16 @@ def exit_with_parent(
 ) -> None:
     """End this process (or its whole process group) once `parent` (default: the current one) is gone.
 
-    `kernel_signal=False` leaves the end to the watch thread: a process whose group must end with
-    it (the run engine's worker) would otherwise be killed alone, before it could kill the group.
+    A process that ends its whole group never gets the kernel's signal, only the watch thread: the
+    signal would kill it alone, and its group (a run's DataLoader workers, which look for their
+    parent only every 5 s) would live on. `kernel_signal=False` leaves the end to the watch thread
+    for a process of its own too.
     `remove`: a folder to delete on the way out, once the rest of the group is gone (so nothing
     writes into it any more): the engine worker's temporary folder, when the server was killed.
     """
     parent = parent or os.getppid()
     supervisor = int(os.environ.get(SUPERVISOR_ENV, "0") or 0)
-    if kernel_signal:
+    if kernel_signal and not whole_group:
         kill_me_with_my_parent()
 
     def gone() -> bool:

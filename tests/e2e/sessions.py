@@ -226,6 +226,9 @@ def click(*names: str) -> Action:
     return act
 
 
+VERDICT = re.compile(r"^(Right, in \d+ attempts?\.|Not yet: |The lines are right;)")  # lesson.check_verdict
+
+
 def answer(lines: tuple[str, ...], fix: str, check: str) -> Action:
     """Fix the loop: click line pills and a fix (each as soon as the link has it), then the check button."""
 
@@ -239,6 +242,9 @@ def answer(lines: tuple[str, ...], fix: str, check: str) -> Action:
             while page.url == before and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
         await page.get_by_role("button", name=check, exact=True).click()
+        # Until the verdict shows: on a loaded server the click's rerun can start after the page has looked
+        # quiet for longer than settle() waits (seen: ten sessions, a fingerprint read before the rerun began).
+        await page.get_by_text(VERDICT).first.wait_for(timeout=SETTLE_TIMEOUT_MS)
 
     return act
 

@@ -34,10 +34,22 @@ exit_with_parent()
 time.sleep(120)
 """
 
+GROUP_LEADER = """
+import os, subprocess, sys, time
+os.setsid()  # a group of its own, as a Reproducibility run has
+from explorers.lifeline import exit_with_parent
+exit_with_parent(whole_group=True)
+member = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # never looks at its parent
+print("member", member.pid, flush=True)
+time.sleep(120)
+"""
 
-def start_parent(delay: float, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
+
+def start_parent(
+    delay: float, env: dict[str, str] | None = None, child: str = WATCHED_CHILD
+) -> tuple[subprocess.Popen, int]:
     parent = subprocess.Popen(
-        [sys.executable, "-c", PARENT, WATCHED_CHILD.format(delay=delay), repr(env or {})],
+        [sys.executable, "-c", PARENT, child.format(delay=delay), repr(env or {})],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -61,6 +73,18 @@ def test_a_watched_process_ends_within_a_moment_of_its_parents_sigkill():
     parent.kill()
     parent.wait()
     assert gone_within(child, 1.0)
+
+
+def test_a_group_leader_whose_parent_is_killed_takes_its_whole_group_with_it():
+    """Like a Reproducibility run and its DataLoader workers, which look for their parent only every 5 s. CI: the
+    kernel's death signal killed the run alone, before its watch could end the group, and the workers lived on."""
+    parent, leader = start_parent(delay=0, child=GROUP_LEADER)
+    word, member = parent.stdout.readline().split()
+    assert word == "member"
+    parent.kill()
+    parent.wait()
+    assert gone_within(leader, 1.0)
+    assert gone_within(int(member), 1.0)
 
 
 def test_a_process_whose_launcher_died_during_its_imports_ends_at_once_through_its_supervisor():
