@@ -39,20 +39,28 @@ settings = {
     "BN momentum": options.momentum,
     "seed": options.seed,
 }
+
+
+def draw_grid(index: int, grid, settled: bool) -> None:
+    """The main figure as soon as its run arrives: the validation run is still going on the other worker."""
+    if index:
+        return
+    with stage:
+        st.subheader("Six combinations, one forward each")
+        figures.plotly(charts.grid_figure(grid), figures.caption("Mode grid", settings, page.device), "modes-grid")
+        st.caption(lesson.grid_caption(saved.DEFINITION))
+        columns = st.columns(3)
+        for number, cell in enumerate(grid):
+            with columns[number % 3].expander(f"Evidence: {charts.cell_label(cell)}"):
+                st.markdown(lesson.cell_evidence(cell))
+
+
 # Both run at once on the engine's workers; the grid (the main figure) is started first.
 grid, validation = runs.run_all(
     [(modes.lab_grid, modes.grid_options(options)), (modes.misleading_validation, options)],
     label="Running the modes",
+    on_result=draw_grid,
 )
-
-with stage:
-    st.subheader("Six combinations, one forward each")
-    figures.plotly(charts.grid_figure(grid), figures.caption("Mode grid", settings, page.device), "modes-grid")
-    st.caption(lesson.grid_caption(saved.DEFINITION))
-    columns = st.columns(3)
-    for index, cell in enumerate(grid):
-        with columns[index % 3].expander(f"Evidence: {charts.cell_label(cell)}"):
-            st.markdown(lesson.cell_evidence(cell))
 
 memory, validation_column = st.columns(2, gap="large")
 with memory:

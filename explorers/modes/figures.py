@@ -48,53 +48,67 @@ def _text(fact: str, value: bool | None, cell: Cell) -> str:
 # takes the width), so the six columns share the whole chart. In units of a row of cells:
 LABEL_ROOM = 0.6  # the line above a row that holds its fact's name
 COLUMN_LABELS_PX = 130  # above the grid: the column labels, upright when six do not fit side by side
+CELL_GAP = 0.03  # of a cell, on each side: the white line between neighbouring cells
+HAPPENED, DID_NOT = "#7fc97f", "#e9e9e9"
 
 
 def grid_figure(grid: ModeGrid) -> go.Figure:
     """Facts (rows) by the six combinations (columns), each fact's name on the line above its row.
 
-    Green where it happened, grey where it did not, blank where the forward failed. The rows
-    are bricks between edges on a numeric y axis, with an empty brick above each for its name.
+    Green where it happened, grey where it did not, blank where the forward failed. Each cell is a
+    rectangle under a text trace per fact (its marks), not a heatmap: plotly paints a heatmap on a
+    canvas and encodes it as an image on every draw, which cost about 150 ms a notch in Chromium.
     """
     cells = list(grid)
     columns = [f"{c.behaviour}()<br>{c.grad_mode}" for c in cells]
-    facts, z, text = [], [], []
+    row = 1 + LABEL_ROOM
+    figure = go.Figure()
+    facts = []
     for fact, measure in FACTS:
         values = [measure(c) for c in cells]
         if all(v is None for v in values):
             continue  # the model has no such module
+        top = len(facts) * row + LABEL_ROOM  # the fact's cells stand under its name's line
         facts.append(fact)
-        z += [[None] * len(cells), [None if v is None else float(v) for v in values]]
-        text += [[""] * len(cells), [_text(fact, v, c) for v, c in zip(values, cells, strict=True)]]
-    row = 1 + LABEL_ROOM
-    edges = [edge for i in range(len(facts)) for edge in (i * row, i * row + LABEL_ROOM)] + [len(facts) * row]
-    figure = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=columns,
-            y=edges,
-            text=text,
-            texttemplate="%{text}",
-            textfont={"size": 14},  # presenting grows it (ui.figures)
-            showscale=False,
-            zmin=0,
-            zmax=1,
-            colorscale=[[0, "#e9e9e9"], [1, "#7fc97f"]],
-            xgap=3,
-            ygap=2,
-            hoverinfo="skip",
+        for column, value in enumerate(values):
+            if value is not None:
+                figure.add_shape(
+                    type="rect",
+                    x0=column - 0.5 + CELL_GAP,
+                    x1=column + 0.5 - CELL_GAP,
+                    y0=top + CELL_GAP,
+                    y1=top + 1 - CELL_GAP,
+                    fillcolor=HAPPENED if value else DID_NOT,
+                    line_width=0,
+                    layer="below",
+                )
+        figure.add_trace(
+            go.Scatter(
+                x=columns,
+                y=[top + 0.5] * len(cells),
+                mode="text",
+                name=fact,
+                text=[_text(fact, v, c) for v, c in zip(values, cells, strict=True)],
+                textfont={"size": 14},  # presenting grows it (ui.figures)
+                hoverinfo="skip",
+                showlegend=False,
+            )
         )
-    )
-    for i, fact in enumerate(facts):
         figure.add_annotation(
-            text=fact, x=0, xref="paper", xanchor="left", y=i * row + LABEL_ROOM / 2, yref="y", showarrow=False
+            text=fact, x=0, xref="paper", xanchor="left", y=top - LABEL_ROOM / 2, yref="y", showarrow=False
         )
     figure.update_layout(
         title="What each combination did, measured",
         height=COLUMN_LABELS_PX + 70 + round(44 * row * len(facts)),
-        yaxis={"autorange": "reversed", "visible": False},
+        yaxis={"range": [len(facts) * row, 0], "visible": False},  # first fact at the top
         # upright labels where six do not fit side by side (a phone); the top margin has room for either
-        xaxis={"side": "top", "autotickangles": [0, 90], "showgrid": False},
+        xaxis={
+            "side": "top",
+            "autotickangles": [0, 90],
+            "showgrid": False,
+            "zeroline": False,
+            "range": [-0.5, len(cells) - 0.5],
+        },
         margin={"t": COLUMN_LABELS_PX + 70, "b": 0, "l": 8, "r": 8},
     )
     return figure

@@ -19,10 +19,18 @@ def chart(at, index):
 
 
 def grid_rows(at) -> dict[str, list]:
-    """The grid's rows as drawn, by fact: each fact's name stands above its row (the empty rows between)."""
+    """The grid's cells as drawn, by fact: 1 green, 0 grey, None blank (a cell's rectangle under its fact's marks)."""
+    from explorers.modes.figures import HAPPENED
+
     spec = chart(at, 0)
-    facts = [note["text"] for note in spec["layout"]["annotations"] if note.get("yref") == "y"]
-    return dict(zip(facts, spec["data"][0]["z"][1::2], strict=True))
+    rows = {}
+    for marks in spec["data"]:
+        cells = [None] * len(marks["x"])
+        for shape in spec["layout"]["shapes"]:
+            if shape["y0"] < marks["y"][0] < shape["y1"]:
+                cells[round((shape["x0"] + shape["x1"]) / 2)] = int(shape["fillcolor"] == HAPPENED)
+        rows[marks["name"]] = cells
+    return rows
 
 
 @pytest.fixture()

@@ -129,10 +129,10 @@ def lab_lines(options: ModesOptions) -> list[str]:
 
 
 def grid_marks(grid) -> dict[str, list[str]]:
-    """Each fact's cells as drawn: its name stands above its row (the empty rows between)."""
+    """Each fact's cells as drawn: a text trace per fact, its name standing above its row."""
     figure = figures.grid_figure(grid)
     facts = [note.text for note in figure.layout.annotations]
-    return {fact: list(texts) for fact, texts in zip(facts, figure.data[0].text[1::2], strict=True)}
+    return {fact: list(trace.text) for fact, trace in zip(facts, figure.data, strict=True)}
 
 
 # Claims about the lab's own model.
