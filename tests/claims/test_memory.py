@@ -24,6 +24,7 @@ from torch.utils.checkpoint import checkpoint
 
 from explorers.memory import card, figures, lesson, your_model
 from explorers.memory import experiment as lab
+from explorers.memory.allocator import AllocatorRecord
 from explorers.memory.experiment import MemoryOptions
 from explorers.units import format_bytes
 from tests.claims.falsify import falsifies
@@ -1026,9 +1027,16 @@ def test_an_allocator_sentence_whose_sizes_all_round_alike_tells_them_apart():
         precision="bf16",
         accumulation=3,
     )
-    result = lab.measure_point(options, 2)
+    measured = lab.measure_point(options, 2)
+    # The allocator's record depends on the CPU's kernels (on an AMD EPYC it matched the tensors' count here),
+    # so the audit's record is put beside this run's measured tensors.
+    audited = AllocatorRecord(
+        peak=1_410_688, phase="forward", operator="aten::to", phase_peaks={"forward": 1_410_688, "backward": 1_379_848}
+    )
+    result = dataclasses.replace(measured, allocator=audited)
+    assert format_bytes(result.allocator.peak) == format_bytes(result.steady_step.peak)
+    assert result.steady_step.peak_phase != "forward"
     words = lesson.allocator_words(result)
-    assert result.allocator.phase != result.steady_step.peak_phase
     assert "different phases" in words and "1.3 MiB" not in words
     assert f"**{result.allocator.peak:,} B**" in words
     assert f"{format_bytes(result.allocator.peak - result.steady_step.peak)} more than the tensors" in words
