@@ -194,14 +194,26 @@ def measure_plan(options: PlanOptions, report: Callable | None = None) -> Plan:
     return result
 
 
-@functools.lru_cache(maxsize=256)
 def _published_plan(options: PlanOptions) -> Plan:
+    """Sharding is computed from the unsharded step, so a new world size or ZeRO stage measures nothing again."""
+    config = models.config_for(options.model)
+    unsharded = dataclasses.replace(options, world_size=1, zero_stage=0)
+    return _per_rank(config, options, models.published(options.model)["source"], *_published_step(unsharded))
+
+
+@functools.lru_cache(maxsize=256)
+def _published_step(options: PlanOptions):
     """Fake steps are deterministic: the searches, the remedies and the formulas ask for the same step again."""
-    return _plan(models.config_for(options.model), options, models.published(options.model)["source"])
+    return _measured_step(models.config_for(options.model), options)
 
 
 def _plan(config, options: PlanOptions, source: str, whole: bool = False) -> Plan:
     """Measured on small copies of the model and scaled to its block count (`scaling`), or on the whole model."""
+    return _per_rank(config, options, source, *_measured_step(config, options, whole))
+
+
+def _measured_step(config, options: PlanOptions, whole: bool = False):
+    """The unsharded step's (measurement, largest unit, counts, head, seconds, scaled); sharding plays no part."""
     length = models.longest_sequence(config)
     if options.seq_len > length:
         raise ValueError(f"this model's position table holds {length} positions: seq_len must be at most {length}")
@@ -226,8 +238,7 @@ def _plan(config, options: PlanOptions, source: str, whole: bool = False) -> Pla
         unit = max(found[-1][1], found[0][1])  # one block, or everything outside: the same in every copy
         counts = tuple(scaling.combine([f[2][i] for f in found], copies, target) for i in (0, 1))
         head = found[-1][3]  # the head is the same in every copy
-    seconds = time.perf_counter() - started
-    return _per_rank(config, options, source, measured, unit, counts, head, seconds, scaled=len(copies) > 1)
+    return measured, unit, counts, head, time.perf_counter() - started, len(copies) > 1
 
 
 def _measure(config, options: PlanOptions):
