@@ -62,27 +62,28 @@ def grid_figure(grid: ModeGrid) -> go.Figure:
     cells = list(grid)
     columns = [f"{c.behaviour}()<br>{c.grad_mode}" for c in cells]
     row = 1 + LABEL_ROOM
-    figure = go.Figure()
-    facts = []
+    facts, shapes, traces, labels = [], [], [], []
     for fact, measure in FACTS:
         values = [measure(c) for c in cells]
         if all(v is None for v in values):
             continue  # the model has no such module
         top = len(facts) * row + LABEL_ROOM  # the fact's cells stand under its name's line
         facts.append(fact)
-        for column, value in enumerate(values):
-            if value is not None:
-                figure.add_shape(
-                    type="rect",
-                    x0=column - 0.5 + CELL_GAP,
-                    x1=column + 0.5 - CELL_GAP,
-                    y0=top + CELL_GAP,
-                    y1=top + 1 - CELL_GAP,
-                    fillcolor=HAPPENED if value else DID_NOT,
-                    line_width=0,
-                    layer="below",
-                )
-        figure.add_trace(
+        shapes += [
+            {
+                "type": "rect",
+                "x0": column - 0.5 + CELL_GAP,
+                "x1": column + 0.5 - CELL_GAP,
+                "y0": top + CELL_GAP,
+                "y1": top + 1 - CELL_GAP,
+                "fillcolor": HAPPENED if value else DID_NOT,
+                "line": {"width": 0},
+                "layer": "below",
+            }
+            for column, value in enumerate(values)
+            if value is not None
+        ]
+        traces.append(
             go.Scatter(
                 x=columns,
                 y=[top + 0.5] * len(cells),
@@ -94,9 +95,13 @@ def grid_figure(grid: ModeGrid) -> go.Figure:
                 showlegend=False,
             )
         )
-        figure.add_annotation(
-            text=fact, x=0, xref="paper", xanchor="left", y=top - LABEL_ROOM / 2, yref="y", showarrow=False
+        labels.append(
+            {"text": fact, "x": 0, "xref": "paper", "xanchor": "left", "y": top - LABEL_ROOM / 2, "yref": "y"}
         )
+    # Shapes and labels handed over in one call: add_shape and add_annotation validate the whole
+    # layout on every call, which cost about 0.5 s for this grid's 40-odd cells.
+    figure = go.Figure(traces)
+    figure.update_layout(shapes=shapes, annotations=[{**label, "showarrow": False} for label in labels])
     figure.update_layout(
         title="What each combination did, measured",
         height=COLUMN_LABELS_PX + 70 + round(44 * row * len(facts)),
