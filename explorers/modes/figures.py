@@ -98,11 +98,12 @@ def grid_figure(grid: ModeGrid) -> go.Figure:
         labels.append(
             {"text": fact, "x": 0, "xref": "paper", "xanchor": "left", "y": top - LABEL_ROOM / 2, "yref": "y"}
         )
-    # Shapes and labels handed over in one call: add_shape and add_annotation validate the whole
-    # layout on every call, which cost about 0.5 s for this grid's 40-odd cells.
     figure = go.Figure(traces)
-    figure.update_layout(shapes=shapes, annotations=[{**label, "showarrow": False} for label in labels])
+    # Shapes and labels handed over in one call: add_shape and add_annotation validate the whole
+    # layout on every call, which cost about 0.6 s for this grid's 40-odd cells.
     figure.update_layout(
+        shapes=shapes,
+        annotations=[{**label, "showarrow": False} for label in labels],
         title="What each combination did, measured",
         height=COLUMN_LABELS_PX + 70 + round(44 * row * len(facts)),
         yaxis={"range": [len(facts) * row, 0], "visible": False},  # first fact at the top
