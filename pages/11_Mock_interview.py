@@ -25,7 +25,7 @@ for number, asked in enumerate(mock.current_set(), 1):
             mock.record(asked, sum(ticked))
             saved = mock.scores()[asked.lab.slug]
         if saved:
-            st.caption(f"Saved: {saved.points} of {len(mock.RUBRIC)}. The study plan's Day 7 lists your weakest.")
+            st.caption(mock.saved_words(saved))
 
 with st.container(border=True, key="mock-coding"):
     drill_name, drill_seed = mock.current_coding_question()

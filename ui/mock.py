@@ -89,6 +89,10 @@ def record(asked: Asked, points: int) -> None:
     st.session_state.setdefault(SCORES_KEY, {})[asked.lab.slug] = Score(asked.lab.question, asked.lab, points)
 
 
+def saved_words(score: Score) -> str:
+    return f"Saved: {score.points} of {len(RUBRIC)}. The study plan's Day 7 lists your weakest."
+
+
 def scores() -> dict[str, Score]:
     return st.session_state.get(SCORES_KEY, {})
 
