@@ -8,9 +8,9 @@
 
 A precision PyTorch cannot run the model in here (measured: nn.LSTM under float16 autocast raises
 in oneDNN, and under bfloat16 too on an AMD EPYC without bf16 instructions) is returned with its
-`error` and no numbers. `compare` trains copies
-(your model, its `.grad` fields and the global RNG are left as they were) and sets the default
-dtype back if the model changes it. Batches follow explorers.batches.
+`error` and no numbers. `compare` trains copies (your model, its `.grad` fields and the global
+RNG are left as they were) and sets the default dtype back if the model changes it. Batches
+follow explorers.batches.
 
     from explorers import precision
     precision.compare(model, x, torch.nn.functional.cross_entropy, target=y)["fp16"].underflow

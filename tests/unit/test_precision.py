@@ -62,8 +62,8 @@ def test_compare_leaves_the_model_rng_and_default_dtype_and_reports_what_the_cpu
     assert torch.get_default_dtype() == torch.float32
     assert found["fp32"].error is None
     for name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
-        # Which LSTM kernels oneDNN has depends on the CPU (an Intel with AVX-512 BF16 runs bf16, an AMD
-        # without it raises), so the CPU itself is asked, with a bare LSTM under the same autocast.
+        # Which LSTM kernels oneDNN has depends on the CPU (CI's earlier machine ran bf16; an AMD EPYC without
+        # bf16 instructions raises), so the CPU itself is asked, with a bare LSTM under the same autocast.
         if _lstm_runs_under(dtype):
             assert found[name].error is None and math.isfinite(found[name].loss)
         else:
