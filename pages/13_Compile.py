@@ -45,20 +45,30 @@ settings = {
     "width": options.width,
     "seed": options.seed,
 }
+
+
+def draw_recompiles(index: int, calls, settled: bool) -> None:
+    """The main figure as soon as the schedule arrives: explain and fullgraph go on in another worker."""
+    if index:
+        return
+    recompiles = calls.first(options.steps)
+    with stage:
+        st.subheader("What dynamo compiled at each call")
+        figures.plotly(
+            charts.recompile_figure(recompiles),
+            figures.caption("Compiles per call", settings, page.device),
+            "compile-recompiles",
+        )
+        st.markdown("\n".join(f"- {line}" for line in lesson.recompile_sentences(recompiles)))
+
+
 trace_options, schedule_options = lab.parts(options)
 calls, traced = runs.run_all(
-    [(lab.schedule, schedule_options), (lab.trace, trace_options)], label="Tracing with dynamo"
+    [(lab.schedule, schedule_options), (lab.trace, trace_options)],
+    label="Tracing with dynamo",
+    on_result=draw_recompiles,
 )
 analysis = lab.combine(options, traced, calls)
-
-with stage:
-    st.subheader("What dynamo compiled at each call")
-    figures.plotly(
-        charts.recompile_figure(analysis.recompiles),
-        figures.caption("Compiles per call", settings, page.device),
-        "compile-recompiles",
-    )
-    st.markdown("\n".join(f"- {line}" for line in lesson.recompile_sentences(analysis.recompiles)))
 
 breaks_column, fullgraph_column = st.columns(2, gap="large")
 with breaks_column:

@@ -25,7 +25,7 @@ from typing import Any
 import streamlit as st
 
 from explorers import environment
-from ui import drill, mock, notes, plan, upload_limits
+from ui import drill, heap, mock, notes, plan, upload_limits
 from ui.catalogue import LABS, Lab, lab
 from ui.fields import (
     BoolField,
@@ -82,6 +82,7 @@ def _presenting_changed() -> None:
 
 def setup_page(title: str, icon: str) -> list[str]:
     """Page config, style, the lab menu and the presentation toggle; returns the link's problems, if any."""
+    heap.freeze_new_imports()  # before the run makes anything: see ui/heap.py
     notices = _start_presenting_state()
     notes.begin()
     st.set_page_config(

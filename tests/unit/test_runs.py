@@ -1,0 +1,55 @@
+"""ui.runs: a page's runs on the engine; the main figure's run first when the page draws results as they arrive."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from explorers.engine import Engine
+from ui import runs
+
+
+def timed(name: str, report=None) -> tuple[str, float, float]:
+    """Its name and when it started and ended (CLOCK_MONOTONIC: one clock for every process of this machine)."""
+    start = time.monotonic()
+    time.sleep(0.4)
+    return name, start, time.monotonic()
+
+
+@pytest.fixture(scope="module")
+def pool():
+    pool = Engine(workers=2)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture()
+def engine(pool, monkeypatch):
+    pool.forget_results()  # every test starts its runs afresh
+    monkeypatch.setattr(runs, "default_engine", lambda: pool)
+    return pool
+
+
+def test_a_page_that_draws_each_result_gets_its_first_alone_and_the_rest_once_it_is_in(engine):
+    drawn = []
+    first, second, third = runs.run_all(
+        [(timed, "main"), (timed, "supporting"), (timed, "other")],
+        label="test",
+        on_result=lambda index, value, settled: drawn.append((index, value[0])),
+    )
+    assert [name for _, name in drawn] == ["main", "supporting", "other"]
+    assert second[1] >= first[2] and third[1] >= first[2]  # nothing else ran beside the main figure's run
+    assert second[1] < third[2] and third[1] < second[2]  # the rest share the workers, as before
+
+
+def test_a_page_that_waits_for_every_result_starts_them_all_at_once(engine):
+    first, second = runs.run_all([(timed, "one"), (timed, "two")], label="test")
+    assert second[1] < first[2]  # two workers: they overlapped
+
+
+def test_a_cached_first_result_lets_the_rest_start_at_once(engine):
+    runs.run_all([(timed, "cached")], label="test")
+    started = time.monotonic()
+    _, later = runs.run_all([(timed, "cached"), (timed, "later")], label="test", on_result=lambda *_: None)
+    assert later[1] - started < 0.3  # no run of 0.4 s stood before it
