@@ -53,3 +53,24 @@ def test_a_cached_first_result_lets_the_rest_start_at_once(engine):
     started = time.monotonic()
     _, later = runs.run_all([(timed, "cached"), (timed, "later")], label="test", on_result=lambda *_: None)
     assert later[1] - started < 0.3  # no run of 0.4 s stood before it
+
+
+def reporting(seconds: float, report=None) -> float:
+    """Reports progress every 20 ms, as a training loop reports its steps."""
+    steps = round(seconds / 0.02)
+    for step in range(steps):
+        time.sleep(0.02)
+        report(step + 1, steps)
+    return seconds
+
+
+def test_a_long_run_redraws_its_progress_bar_a_few_times_a_second_not_at_every_poll(engine, monkeypatch):
+    """Each redraw makes the browser re-render the page, on the cores the run needs."""
+    redraws = []
+    monkeypatch.setattr(runs, "_show", lambda bar, label, progress: redraws.append(time.monotonic()))
+    started = time.monotonic()
+    runs.run(reporting, 1.2, label="test")
+    took = time.monotonic() - started
+    assert 2 <= len(redraws) <= took / runs.REDRAW_S + 1  # polls come every 0.1 s: 12 of them
+    assert redraws[0] - started < 2 * runs.POLL_S  # the bar still shows at once
+    assert all(b - a >= runs.REDRAW_S for a, b in zip(redraws, redraws[1:], strict=False))
