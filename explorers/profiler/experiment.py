@@ -14,7 +14,6 @@ directly::
 
 from __future__ import annotations
 
-import multiprocessing.forkserver
 import tempfile
 import time
 from dataclasses import dataclass
@@ -134,10 +133,6 @@ def profile(options: ProfileOptions, report=None) -> ProfileResult:
     """
     import torch
 
-    # The loader's workers fork from this process's forkserver, which imports torch before its first fork:
-    # about 0.9 s on a 2-core machine, paid by the first run with workers (the lab's slider) unless it is
-    # started now, while this run goes on (it returns at once; it then holds about 220 MB).
-    multiprocessing.forkserver.ensure_running()
     torch.set_num_threads(options.threads)
     model, loader, optimizer, loss_fn = build_job(options)
     return profile_training(
