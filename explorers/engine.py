@@ -69,7 +69,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from explorers import lifeline, scheduling
+from explorers import forkserver, lifeline, scheduling
 from explorers.capacity import available_memory_bytes, usable_cores
 from explorers.errors import RunFailed, RunTimedOut, WorkerCrashed
 
@@ -168,8 +168,8 @@ def _worker_main(conn: multiprocessing.connection.Connection, threads: int, fold
     _reset_process_state(threads)
     torch.ones(64, 64) @ torch.ones(64, 64)  # build the thread team now, not in the first run
     gc.freeze()  # what the worker starts with lives as long as it does: later collections skip it
-    # DataLoader workers this process starts fork from a forkserver with torch already imported.
-    multiprocessing.set_forkserver_preload(["torch"])
+    # DataLoader workers and DDP ranks this process starts fork from a forkserver with their imports done.
+    multiprocessing.set_forkserver_preload(forkserver.PRELOAD)
     try:
         conn.send(("ready",))
         while True:

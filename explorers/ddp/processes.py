@@ -18,12 +18,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from explorers import forkserver
 from explorers.ddp import results
 from explorers.lifeline import exit_with_parent
 
 REAP_S = 5.0
-# What the forkserver imports once, so a rank starts in milliseconds; torch._dynamo is DDP's constructor's import.
-FORKSERVER_PRELOAD = ["torch", "torch._dynamo", "torch.distributed", "explorers.ddp.worker"]
+FORKSERVER_PRELOAD = forkserver.PRELOAD  # imported once by the forkserver, so a rank starts in milliseconds
 
 
 class Rank:
