@@ -14,6 +14,7 @@ directly::
 
 from __future__ import annotations
 
+import multiprocessing.forkserver
 import tempfile
 import time
 from dataclasses import dataclass
@@ -135,7 +136,7 @@ def profile(options: ProfileOptions, report=None) -> ProfileResult:
 
     torch.set_num_threads(options.threads)
     model, loader, optimizer, loss_fn = build_job(options)
-    return profile_training(
+    result = profile_training(
         model,
         loader,
         optimizer,
@@ -148,6 +149,11 @@ def profile(options: ProfileOptions, report=None) -> ProfileResult:
         trace_path=new_trace_path(),
         on_step=report,
     )
+    # Loader workers fork from this process's forkserver, which does its imports (explorers.forkserver) before
+    # its first fork: about 1.8 s here, which the lab's first run with workers would wait for. Started now,
+    # once the measurement is over, it imports while the page is read (this returns at once).
+    multiprocessing.forkserver.ensure_running()
+    return result
 
 
 TRACE_DIR = Path(tempfile.gettempdir()) / "pytorch-explorer-traces"
