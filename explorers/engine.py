@@ -495,6 +495,14 @@ class Engine:
             payload = self._cache.get(experiment_key(fn, options))
         return None if payload is None else pickle.loads(payload)
 
+    def remember(self, fn: Callable, options: Any, value: Any) -> None:
+        """Cache `value` as `fn(options)`'s result, computed inside another run (a search measures the plans a
+        page asks for next). Only for experiments whose result is a function of their options alone."""
+        key, payload = experiment_key(fn, options), pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+        with self._changed:
+            if key not in self._cache:
+                self._remember(key, payload)
+
     def forget_results(self) -> None:
         """Empty the cache (runs in flight go on): for tests whose timing must not depend on what ran before."""
         with self._changed:

@@ -48,7 +48,7 @@ settings = {
 
 
 def draw_recompiles(index: int, calls, settled: bool) -> None:
-    """The main figure as soon as the schedule arrives: explain and fullgraph go on in another worker."""
+    """The main figure as soon as the schedule arrives (explain and fullgraph start once it is in)."""
     if index:
         return
     recompiles = calls.first(options.steps)

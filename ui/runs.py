@@ -4,8 +4,9 @@
 bar while a worker process runs the experiment. Streamlit stops a script by raising out
 of its next `st` call (a changed control, another page, Streamlit's Stop, a closed tab),
 and the progress bar makes such a call at every redraw (`REDRAW_S`), so the run is left within
-a quarter of a second: the engine cancels it unless another session is waiting for the same result. A failed run
-(an error, its time limit, a killed worker) shows a plain message, never a traceback.
+a quarter of a second: the engine cancels it unless another session is waiting for the same
+result. A failed run (an error, its time limit, a killed worker) shows a plain message, never
+a traceback.
 """
 
 from __future__ import annotations
@@ -130,6 +131,11 @@ def run_all(
     if bar is not None:
         bar.empty()
     return results
+
+
+def remember(fn: Callable, options: Any, value: Any) -> None:
+    """Keep a result another run computed along the way, so asking for it later is answered at once."""
+    default_engine().remember(fn, options, value)
 
 
 def cached(fn: Callable, options: Any) -> Any | None:

@@ -42,6 +42,7 @@ class Limit:
     next_up: Plan | None  # measured at the next value up, which does not fit (None: `value` is the range's end)
     end: int  # the range's end: the largest value the knob may take
     measured: int  # training steps measured to find it (each one forward, backward and optimizer step, twice)
+    plans: tuple[Plan, ...] = ()  # every plan measured to find it: each answers `measure_plan` for its options
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,18 @@ def limits(question: Question, report: Callable | None = None) -> Limits:
     progress = _Progress(report, 10)
     batch = largest(options, "batch_size", budget, BATCH_RANGE[0], BATCH_RANGE[1], 1, (1, 2), progress)
     seq = largest(
-        options, "seq_len", budget, SEQ_GRID, end // SEQ_GRID * SEQ_GRID, SEQ_GRID, (512, 1024, 2048), progress
+        options, "seq_len", budget, SEQ_GRID, end // SEQ_GRID * SEQ_GRID, SEQ_GRID, neighbours(options), progress
     )
     return Limits(question.budget_gib, batch, seq)
+
+
+def neighbours(options: PlanOptions) -> tuple[int, ...]:
+    """The sequence search's probes: this length, half and twice it (fewer at the range's ends). Any three fit
+    the curve; these are the lengths the page's slider moves to next, so their measured plans answer that move."""
+    return tuple(
+        max(SEQ_GRID, value // SEQ_GRID * SEQ_GRID)
+        for value in (options.seq_len // 2, options.seq_len, 2 * options.seq_len)
+    )
 
 
 class _Progress:
@@ -116,6 +126,7 @@ def largest(
         next_up=measured.get(fails_at) if fails_at is not None else None,
         end=high,
         measured=len(measured),
+        plans=tuple(measured.values()),
     )
 
 

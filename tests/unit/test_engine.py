@@ -478,3 +478,11 @@ def test_a_forkserver_a_dataloader_started_in_a_worker_serves_ddp_ranks_warm():
         assert pool.run(ddp_launch_method, 1) == results.FORKSERVER_WARM
     finally:
         pool.close()
+
+
+def test_a_remembered_result_is_handed_out_without_a_run(pool):
+    pool.remember(count_to, 7, {"pid": 0, "token": "from a search", "n": 7})
+    assert pool.run(count_to, 7)["token"] == "from a search"
+    assert pool.cached(count_to, 7)["token"] == "from a search"
+    pool.remember(count_to, 7, {"token": "later"})  # the first answer stays
+    assert pool.run(count_to, 7)["token"] == "from a search"

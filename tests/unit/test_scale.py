@@ -147,3 +147,19 @@ def test_every_part_of_the_peak_bar_has_a_colour_of_its_own():
     parts = scale_figures.peak_parts(measured)
     colours = [trace.marker.color for trace in scale_figures.peak_figure(measured, (80,), 80).data]
     assert len(parts) >= 3 and len(colours) == len(set(colours)) == len(parts), parts
+
+
+def test_the_sequence_search_measures_the_lengths_the_slider_moves_to_and_each_plan_is_measure_plans_own():
+    """The page hands these plans to the engine's cache: a notch of the slider was a new fake step (about 1 s)."""
+    import dataclasses
+
+    from explorers.scale.search import Question, limits
+
+    options = PlanOptions(model="gpt2", seq_len=512, batch_size=2)
+    found = limits(Question(options, 8))
+    lengths = {p.options.seq_len for p in found.seq.plans}
+    assert {256, 512, 1024} <= lengths
+    assert found.seq.measured == len(found.seq.plans) and found.batch.measured == len(found.batch.plans)
+    for measured in (*found.seq.plans, *found.batch.plans):
+        fresh = measure_plan(measured.options)
+        assert dataclasses.replace(measured, seconds=0) == dataclasses.replace(fresh, seconds=0)
