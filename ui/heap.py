@@ -2,9 +2,9 @@
 
 Streamlit runs a full `gc.collect(2)` after every script run (`runner.postScriptGC`), and a full
 collection walks every object the server holds: torch's, plotly's, the labs' modules. Measured on
-this 2-core machine: 100-130 ms a run, about 200 ms once the Compile lab had imported dynamo, all of
-it with the GIL held, so every other session's script and the event loop that sends their figures
-waited too. Modules live as long as the server, so walking them again finds nothing.
+this 2-core machine: 95-125 ms a run on Modes, Memory and Precision, 180-260 ms on Compile (dynamo
+imported), all of it with the GIL held, so every other session's script and the event loop that
+sends their figures waited too. Modules live as long as the server, so walking them again finds nothing.
 
 `gc.freeze()` moves everything alive into a generation the collector skips. It is called at the
 start of a run whenever modules were imported since the last freeze: the run before has finished
