@@ -34,10 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from explorers import forkserver
 from explorers.ddp import options as lab_options
 from explorers.ddp import results
 from explorers.ddp.processes import (
-    FORKSERVER_PRELOAD,
     Command,
     Rank,
     do_nothing,
@@ -142,7 +142,7 @@ def start(options: lab_options.DDPOptions, report: Callable | None = None) -> La
         context = multiprocessing.get_context("forkserver")
         if not forkserver_running():  # keep what others asked the shared forkserver to preload, add DDP's
             earlier = getattr(multiprocessing.forkserver._forkserver, "_preload_modules", None) or []
-            context.set_forkserver_preload(list(dict.fromkeys([*earlier, *FORKSERVER_PRELOAD])))
+            context.set_forkserver_preload(list(dict.fromkeys([*earlier, *forkserver.PRELOAD])))
             if report is not None:
                 _start_forkserver_reporting(context, lambda: report(0, progress(launch, options)[1]))
         for rank in range(options.world_size):

@@ -18,12 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from explorers import forkserver
 from explorers.ddp import results
 from explorers.lifeline import exit_with_parent
 
 REAP_S = 5.0
-FORKSERVER_PRELOAD = forkserver.PRELOAD  # imported once by the forkserver, so a rank starts in milliseconds
 
 
 class Rank:

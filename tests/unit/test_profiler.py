@@ -521,19 +521,14 @@ def test_the_markers_of_neighbouring_cut_bars_stand_at_different_heights():
 
 
 WARMED_FORKSERVER = """
-import multiprocessing, os, pathlib
+import multiprocessing
 from explorers import forkserver
+from explorers.ddp.processes import forkserver_running
 from explorers.profiler.experiment import ProfileOptions, profile
 if __name__ == "__main__":
     multiprocessing.set_forkserver_preload(forkserver.PRELOAD)  # as the engine's workers do
     profile(ProfileOptions(warmup=0, active=1, num_workers=0))
-    children = [p for p in pathlib.Path("/proc").glob("[0-9]*") if (p / "stat").exists()]
-    forkservers = [
-        p for p in children
-        if int((p / "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid()
-        and b"multiprocessing.forkserver" in (p / "cmdline").read_bytes()
-    ]
-    print(len(forkservers))
+    print(int(forkserver_running()))
 """
 
 
