@@ -84,9 +84,9 @@ def run_all(
     `requests` are (experiment, options) pairs. The first is submitted at `priority`, the
     rest after it, so a page's main figure is computed before its supporting ones, in
     every session. With `on_result` (a page that draws each result as it arrives) the rest
-    are submitted only once the first is in: on a 2-core machine its siblings would share the
-    cores with it and with the browser drawing the page (a Memory notch's first point took
-    300 ms beside its sweep, 190 ms alone). `long` marks runs that take seconds (sweeps, fresh
+    are submitted only once the first is in and drawn: on a 2-core machine its siblings would
+    share the cores with it, with the script drawing it and with the browser (a Memory notch's
+    first point took 300 ms beside its sweep, 190 ms alone). `long` marks runs that take seconds (sweeps, fresh
     processes): they hold only part of the pool, so another session's quick run finds a free worker.
     """
     engine = default_engine()
@@ -116,11 +116,11 @@ def run_all(
                     _show(bar, part, progress)
 
             value = handle.result(on_poll=show, poll_s=POLL_S)
-            while len(handles) < len(requests):  # the first is in: now the others (see the docstring)
-                submit(len(handles))
             results.append(value)
             if on_result:
                 on_result(index, value, index + 1 == len(handles) or not handles[index + 1].done)
+            while len(handles) < len(requests):  # the first is in and drawn: now the others (see the docstring)
+                submit(len(handles))
     except (RunFailed, Cancelled) as error:
         if bar is not None:
             bar.empty()

@@ -154,6 +154,48 @@ def test_sizes_that_do_not_fit_are_estimated_never_allocated():
     assert small.measured and not small.result.estimated
 
 
+CEILING_ZOO = [  # each preset, precision, optimizer and checkpointing; the closed forms' worst cases found
+    MemoryOptions(),
+    MemoryOptions(preset="mlp", width=16, depth=1, batch_size=1, optimizer="sgd"),
+    MemoryOptions(preset="mlp", width=2048, depth=2, batch_size=2, precision="bf16", accumulation=2),
+    MemoryOptions(preset="mlp", width=256, depth=12, batch_size=4096, precision="fp16", checkpointing=True),
+    MemoryOptions(preset="cnn", width=16, depth=3, batch_size=64, optimizer="sgd_momentum"),
+    MemoryOptions(preset="cnn", width=64, depth=2, batch_size=32, precision="fp16", checkpointing=True),
+    MemoryOptions(preset="transformer", width=16, depth=1, seq_len=64, heads=16, batch_size=32, precision="fp16",
+                  checkpointing=True, accumulation=2),
+    MemoryOptions(preset="transformer", width=128, depth=2, seq_len=512, heads=32, batch_size=8, precision="bf16",
+                  accumulation=16),
+    MemoryOptions(preset="transformer", width=16, depth=2, seq_len=128, heads=4, batch_size=32, precision="fp16"),
+    MemoryOptions(preset="transformer", width=16, depth=1, seq_len=128, heads=8, batch_size=256, optimizer="adamw",
+                  precision="bf16", checkpointing=True),
+    MemoryOptions(preset="transformer", width=16, depth=1, seq_len=512, heads=1, batch_size=32,
+                  optimizer="sgd_momentum", precision="fp16"),
+    MemoryOptions(preset="transformer", width=64, depth=1, seq_len=128, heads=4, batch_size=128, optimizer="adamw",
+                  precision="bf16", checkpointing=True, accumulation=3),
+]
+
+
+@pytest.mark.parametrize("options", CEILING_ZOO, ids=lambda o: f"{o.preset}-{o.precision}-{o.checkpointing}")
+def test_the_ceiling_lies_above_the_fake_tensor_peak(options):
+    assert memory_lab.estimate_point(options, options.batch_size).peak <= memory_lab.ceiling(options, options.batch_size)
+
+
+def test_what_the_ceiling_says_fits_is_measured_without_the_fake_tensor_estimate(monkeypatch):
+    """The estimate costs three times the default step itself; only what the ceiling cannot clear pays for it."""
+    asked = []
+    real = memory_lab.estimate_point
+
+    def counted(options, batch):
+        asked.append(batch)
+        return real(options, batch)
+
+    monkeypatch.setattr(memory_lab, "estimate_point", counted)
+    options = MemoryOptions(width=528)
+    assert memory_lab.point(options, 64).measured and asked == []
+    assert not memory_lab.point(MemoryOptions(width=4096, depth=8, batch_size=65536), 65536).measured
+    assert asked == [65536, 65536]  # the guard, then the estimate shown in its place
+
+
 def test_sweep_marks_measured_and_estimated_points():
     options = MemoryOptions()
     points = memory_lab.sweep(options, memory_lab.sweep_batches(options))

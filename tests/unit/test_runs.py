@@ -49,6 +49,18 @@ def test_a_page_that_draws_each_result_gets_its_first_alone_and_the_rest_once_it
     assert second[1] < third[2] and third[1] < second[2]  # the rest share the workers, as before
 
 
+def test_the_first_result_is_drawn_before_its_siblings_take_the_cores(engine):
+    drawn_at = {}
+
+    def draw(index, value, settled):
+        if index == 0:
+            time.sleep(0.2)  # a figure being laid out and sent, beside a browser drawing it
+        drawn_at[index] = time.monotonic()
+
+    _, second, third = runs.run_all([(timed, "main"), (timed, "one"), (timed, "two")], label="test", on_result=draw)
+    assert second[1] >= drawn_at[0] and third[1] >= drawn_at[0]
+
+
 def test_a_page_that_waits_for_every_result_starts_them_all_at_once(engine):
     first, second = runs.run_all([(timed, "one"), (timed, "two")], label="test")
     assert second[1] < first[2]  # two workers: they overlapped
