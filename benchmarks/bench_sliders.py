@@ -1,4 +1,4 @@
-"""In Chromium: every slider of every lab, three notches each, timed to the first figure that changes.
+"""In Chromium: every slider of every lab, one notch each, timed to the first figure that changes.
 
     python benchmarks/bench_sliders.py               # every lab
     python benchmarks/bench_sliders.py DDP Modes     # these labs only
@@ -7,10 +7,7 @@
 shows (its folded settings opened first), so a slow or dead control cannot hide behind the one
 that is measured. A notch is a drag at a hand's pace; the trivial page pays the same two pauses,
 and each ratio is given as measured and with the pauses taken off both sides (a constant added
-to both pulls every ratio toward 1). The trivial page is the median of four notches, so each slider
-is judged by the median of its three, like against like; its first notch (a slider's slowest, most
-often) and its worst are shown beside it. On this 2-core machine one notch of the same slider
-varies by a fifth either way. A notch after which no figure and no part of the URL changed
+to both pulls every ratio toward 1). A notch after which no figure and no part of the URL changed
 within the wait is reported as such: a control that does nothing is a finding, not a slow one.
 
 Targets (issue 31): a control that reruns in the engine's workers within 2x the trivial page;
@@ -37,7 +34,6 @@ from tests.e2e.conftest import CHROMIUM_FLAGS, chromium_executable, streamlit_se
 
 PAUSES_S = 2 * HAND_PAUSE_MS / 1000  # in every measured notch, the lab's and the trivial page's alike
 WAIT_S = 60
-NOTCHES = 3
 FIGURES = "[data-testid='stPlotlyChart'] .main-svg, [data-testid='stGraphVizChart'] svg"
 PROCESSES = {"Profiler", "DDP", "Reproducibility"}
 PAGES = [  # the URL path (with a query where the issue names one), and its target
@@ -111,7 +107,7 @@ def notch(page, label: str) -> float | None:
     return elapsed
 
 
-def measure_page(browser, url: str) -> list[tuple[str, list[float | None], bool]]:
+def measure_page(browser, url: str) -> list[tuple[str, float | None, bool]]:
     page = browser.new_context(viewport={"width": 1600, "height": 1000}).new_page()
     page.set_default_timeout(120_000)
     page.goto(url)
@@ -120,7 +116,7 @@ def measure_page(browser, url: str) -> list[tuple[str, list[float | None], bool]
     open_folded_settings(page)
     rows = []
     for label, enabled in slider_labels(page):
-        rows.append((label, [notch(page, label) for _ in range(NOTCHES)] if enabled else [], enabled))
+        rows.append((label, notch(page, label) if enabled else None, enabled))
     page.context.close()
     return rows
 
@@ -133,35 +129,26 @@ def main() -> None:
         with streamlit_server("trivial.py", Path(folder)) as (url, _):
             baseline = statistics.median(measure(browser, url, "Value", "[data-testid='stMarkdown'] p"))
         print(f"trivial page: {baseline * 1000:.0f} ms a notch ({(baseline - PAUSES_S) * 1000:.0f} ms without pauses)")
-        print(
-            f"| lab | slider | notch to a changed figure (median of {NOTCHES}) | first, worst | × trivial "
-            "| × trivial, pauses off | target |"
-        )
-        print("|---|---|---|---|---|---|---|")
+        print("| lab | slider | notch to a changed figure | × trivial | × trivial, pauses off | target |")
+        print("|---|---|---|---|---|---|")
         with streamlit_server() as (url, _):
             for path, target in PAGES:
                 if chosen and path.split("?")[0] not in chosen:
                     continue
-                for label, times, enabled in measure_page(browser, f"{url}/{path}"):
-                    print(row(path, label, times, enabled, baseline, target), flush=True)
+                for label, seconds, enabled in measure_page(browser, f"{url}/{path}"):
+                    print(row(path, label, seconds, enabled, baseline, target), flush=True)
         browser.close()
 
 
-def row(path: str, label: str, times: list[float | None], enabled: bool, baseline: float, target: str) -> str:
+def row(path: str, label: str, seconds: float | None, enabled: bool, baseline: float, target: str) -> str:
     if not enabled:
-        return f"| {path} | {label} | disabled here | | | | |"
-    if None in times:
-        dead = f"{times.count(None)} of {len(times)} notches changed no figure or URL in {WAIT_S} s"
-        return f"| {path} | {label} | **{dead}** | | | | {target}: MISSED |"
-    seconds = statistics.median(times)
+        return f"| {path} | {label} | disabled here | | | |"
+    if seconds is None:
+        return f"| {path} | {label} | **no figure or URL changed in {WAIT_S} s** | | | {target}: MISSED |"
     ratio, bare = seconds / baseline, (seconds - PAUSES_S) / (baseline - PAUSES_S)
     limit = float(target[:-1]) * (baseline if target.endswith("x") else 1.0)
     verdict = "met" if seconds <= limit else "MISSED"
-    first, worst = times[0] * 1000, max(times) * 1000
-    return (
-        f"| {path} | {label} | {seconds * 1000:.0f} ms | {first:.0f}, {worst:.0f} ms | {ratio:.1f}x | {bare:.1f}x "
-        f"| {target}: {verdict} |"
-    )
+    return f"| {path} | {label} | {seconds * 1000:.0f} ms | {ratio:.1f}x | {bare:.1f}x | {target}: {verdict} |"
 
 
 if __name__ == "__main__":

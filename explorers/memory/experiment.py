@@ -38,7 +38,7 @@ BUDGETS_GB = (8, 16, 24, 40, 80)  # GiB (2**30 bytes); the name stays "gb" so th
 SEED_RANGE = (0, 99_999)
 IMAGE = 32
 MLP_FEATURES = 256
-MEASURE_LIMIT_BYTES = 256 * 2**20  # measured for real only below this estimated peak: "comfortably"
+MEASURE_LIMIT_BYTES = 256 * 2**20  # measured for real only below this ceiling or estimated peak: "comfortably"
 SAFE_SHARE = 0.25  # never allocate more than this share of the machine's available memory
 
 
