@@ -95,6 +95,15 @@ def show_metrics(point: lab.Point) -> None:
 
 def show_point(index: int, point: lab.Point, settled: bool) -> None:
     arrived[point.batch] = point
+    if settled:  # the main figure first: it is what the slider moves
+        points_so_far = tuple(arrived[b] for b in batches if b in arrived)
+        with sweep_slot.container():  # redrawn as each batch size arrives; the key settles once all are in
+            figures.plotly(
+                charts.sweep_figure(points_so_far, options),
+                figures.caption("Memory by batch size", settings, page.device),
+                "memory-sweep",
+                key=f"memory-sweep-{len(points_so_far)}",
+            )
     if index == 0:
         with metrics_slot:
             show_metrics(point)
@@ -105,16 +114,6 @@ def show_point(index: int, point: lab.Point, settled: bool) -> None:
                 figures.caption("Live memory through steps 1 and 2", settings, page.device),
                 "memory-timeline",
             )
-    if not settled:
-        return
-    points_so_far = tuple(arrived[b] for b in batches if b in arrived)
-    with sweep_slot.container():  # redrawn as each batch size arrives; the key settles once all are in
-        figures.plotly(
-            charts.sweep_figure(points_so_far, options),
-            figures.caption("Memory by batch size", settings, page.device),
-            "memory-sweep",
-            key=f"memory-sweep-{len(points_so_far)}",
-        )
 
 
 sweep = [(lab.batch_point, dataclasses.replace(measured, batch_size=b)) for b in order]
