@@ -154,6 +154,10 @@ def test_sizes_that_do_not_fit_are_estimated_never_allocated():
     assert small.measured and not small.result.estimated
 
 
+def transformer(**options) -> MemoryOptions:
+    return MemoryOptions(**{"preset": "transformer", "depth": 1, **options})
+
+
 CEILING_ZOO = [  # each preset, precision, optimizer and checkpointing; the closed forms' worst cases found
     MemoryOptions(),
     MemoryOptions(preset="mlp", width=16, depth=1, batch_size=1, optimizer="sgd"),
@@ -161,62 +165,30 @@ CEILING_ZOO = [  # each preset, precision, optimizer and checkpointing; the clos
     MemoryOptions(preset="mlp", width=256, depth=12, batch_size=4096, precision="fp16", checkpointing=True),
     MemoryOptions(preset="cnn", width=16, depth=3, batch_size=64, optimizer="sgd_momentum"),
     MemoryOptions(preset="cnn", width=64, depth=2, batch_size=32, precision="fp16", checkpointing=True),
-    MemoryOptions(
-        preset="transformer",
-        width=16,
-        depth=1,
-        seq_len=64,
+    transformer(width=16, seq_len=64, heads=16, batch_size=32, precision="fp16", checkpointing=True, accumulation=2),
+    transformer(width=128, depth=2, seq_len=512, heads=32, batch_size=8, precision="bf16", accumulation=16),
+    transformer(width=16, depth=2, seq_len=128, heads=4, batch_size=32, precision="fp16"),
+    transformer(
+        width=16, seq_len=128, heads=8, batch_size=256, optimizer="adamw", precision="bf16", checkpointing=True
+    ),
+    transformer(width=16, seq_len=512, heads=1, batch_size=32, optimizer="sgd_momentum", precision="fp16"),
+    transformer(  # the closest found: 0.77 of its ceiling
+        width=96,
+        seq_len=1024,
         heads=16,
-        batch_size=32,
-        precision="fp16",
-        checkpointing=True,
-        accumulation=2,
-    ),
-    MemoryOptions(
-        preset="transformer", width=128, depth=2, seq_len=512, heads=32, batch_size=8, precision="bf16", accumulation=16
-    ),
-    MemoryOptions(preset="transformer", width=16, depth=2, seq_len=128, heads=4, batch_size=32, precision="fp16"),
-    MemoryOptions(
-        preset="transformer",
-        width=16,
-        depth=1,
-        seq_len=128,
-        heads=8,
-        batch_size=256,
-        optimizer="adamw",
-        precision="bf16",
-        checkpointing=True,
-    ),
-    MemoryOptions(
-        preset="transformer",
-        width=16,
-        depth=1,
-        seq_len=512,
-        heads=1,
-        batch_size=32,
-        optimizer="sgd_momentum",
-        precision="fp16",
-    ),
-    MemoryOptions(
-        preset="transformer",
-        width=64,
-        depth=1,
-        seq_len=128,
-        heads=4,
         batch_size=128,
         optimizer="adamw",
         precision="bf16",
         checkpointing=True,
-        accumulation=3,
+        accumulation=16,
     ),
 ]
 
 
 @pytest.mark.parametrize("options", CEILING_ZOO, ids=lambda o: f"{o.preset}-{o.precision}-{o.checkpointing}")
 def test_the_ceiling_lies_above_the_fake_tensor_peak(options):
-    assert memory_lab.estimate_point(options, options.batch_size).peak <= memory_lab.ceiling(
-        options, options.batch_size
-    )
+    batch = options.batch_size
+    assert memory_lab.estimate_point(options, batch).peak <= memory_lab.ceiling(options, batch)
 
 
 def test_what_the_ceiling_says_fits_is_measured_without_the_fake_tensor_estimate(monkeypatch):
