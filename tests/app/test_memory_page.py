@@ -157,3 +157,20 @@ def test_the_transformer_only_sliders_say_why_they_are_disabled_for_the_other_pr
     for label in ("Sequence length", "Heads"):
         widget = next(w for w in [*at.slider, *at.select_slider] if w.label == label)
         assert widget.disabled and widget.help == lesson.TRANSFORMER_ONLY
+
+
+def test_the_sweep_the_slider_moves_is_drawn_before_the_chosen_points_details(monkeypatch):
+    """The main figure answers a notch first; the metrics and the timeline follow it."""
+    from ui import figures
+
+    drawn = []
+    plotly = figures.plotly
+
+    def recorded(figure, caption, stem, **options):
+        drawn.append(stem)
+        plotly(figure, caption, stem, **options)
+
+    monkeypatch.setattr(figures, "plotly", recorded)
+    at = open_page(PAGE, {"width": "528"})
+    assert not at.exception
+    assert drawn.index("memory-sweep") < drawn.index("memory-timeline")
