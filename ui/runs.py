@@ -86,8 +86,9 @@ def run_all(
     every session. With `on_result` (a page that draws each result as it arrives) the rest
     are submitted only once the first is in and drawn: on a 2-core machine its siblings would
     share the cores with it, with the script drawing it and with the browser (a Memory notch's
-    first point took 300 ms beside its sweep, 190 ms alone). `long` marks runs that take seconds (sweeps, fresh
-    processes): they hold only part of the pool, so another session's quick run finds a free worker.
+    first point took 300 ms beside its sweep, 190 ms alone). `long` marks runs that take
+    seconds (sweeps, fresh processes): they hold only part of the pool, so another session's
+    quick run finds a free worker.
     """
     engine = default_engine()
     handles: list[Run] = []
