@@ -84,8 +84,10 @@ START_FAILURES_ALLOWED = 3  # workers that die before they are ready, in a row, 
 # What the forkserver imports once, before any worker forks from it (figures need pandas and plotly).
 # torch._dynamo is imported by torch's own code on first use (an optimizer's first step, DDP): 1.1 s
 # here, which a worker's first run of most labs paid (Autograd's replay: 1.2 s cold, 12 ms with it).
-# It is torch's code, not ours, so a preloaded copy never goes stale when a lab is edited.
-PRELOAD = ["torch", "torch._dynamo", "pandas", "plotly.graph_objects", "explorers.engine"]
+# It is torch's code, not ours, so a preloaded copy never goes stale when a lab is edited. The first
+# compile's imports and caches come with `explorers.dynamo_warmup` (a worker's first recompile schedule:
+# 580 ms without, 210 ms with).
+PRELOAD = ["torch", "torch._dynamo", "explorers.dynamo_warmup", "pandas", "plotly.graph_objects", "explorers.engine"]
 
 
 class Cancelled(Exception):  # noqa: N818  (a signal, not an error)

@@ -119,3 +119,27 @@ def test_a_shorter_schedule_is_the_longer_ones_prefix_limit_included(preset, dyn
     dynamo.reset()
     presets.forward_calls = 0
     assert sliced == direct
+
+
+def test_the_schedule_and_explain_skip_dynamos_guard_timing_and_put_it_back(monkeypatch):
+    """Dynamo times each new guard set for a log line (a cache flush, a third of the schedule); the lab reads
+    no timing from these runs. The schedule above equals one run without the skip (the prefix test)."""
+    timed = []
+    real = torch._dynamo.guards.profile_guard_manager
+
+    def spy(*args):
+        timed.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(torch._dynamo.guards, "profile_guard_manager", spy)
+    plain = torch.compile(lambda x: x * 3, backend="eager")
+    plain(torch.ones(2))
+    dynamo.reset()
+    assert timed  # dynamo does time a plain compile's guards: the skip is not moot
+    timed.clear()
+    options = CompileOptions("global", steps=3)
+    trace_options, schedule_options = experiment.parts(options)
+    assert experiment.schedule(schedule_options).graphs > 1
+    assert experiment.trace(trace_options).breaks.graphs >= 1
+    assert not timed
+    assert torch._dynamo.guards.profile_guard_manager is spy

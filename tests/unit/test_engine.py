@@ -83,6 +83,10 @@ def load_with_a_worker(_: int, report=None) -> int:
     return len(list(torch.utils.data.DataLoader(data, num_workers=1, multiprocessing_context="forkserver")))
 
 
+def modules_loaded(names: tuple[str, ...], report=None) -> dict[str, bool]:
+    return {name: name in sys.modules for name in names}
+
+
 def ddp_launch_method(_: int, report=None) -> str:
     from explorers.ddp.processes import forkserver_method
 
@@ -347,6 +351,20 @@ def test_pool_size_follows_cores_and_free_memory(monkeypatch):
     assert engine.pool_size(cores=8, available_bytes=2**20) == 1
     monkeypatch.setenv("EXPLORER_WORKERS", "1")
     assert engine.pool_size(cores=8, available_bytes=64 * 2**30) == 1
+
+
+def test_a_workers_first_run_finds_what_dynamos_first_compile_imports_already_loaded():
+    """The forkserver compiled once (explorers/dynamo_warmup.py): a worker's first compile is not a cold one."""
+    pool = Engine(workers=1)
+    try:
+        first_compile = ("torch._functorch.aot_autograd", "torch._functorch.partitioners", "torch._inductor.codecache")
+        assert pool.submit(modules_loaded, first_compile).result() == dict.fromkeys(first_compile, True)
+    finally:
+        pool.close()
+    # a plain `import torch._dynamo` does not load them: without the warm-up the test above fails
+    script = f"import sys, torch, torch._dynamo; print([n in sys.modules for n in {first_compile!r}])"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert "True" not in out
 
 
 def test_closing_the_engine_ends_every_worker():
