@@ -73,10 +73,13 @@ text = lesson.scenario_text(options)
 model = model_options(options)
 settings = {"scenario": options.scenario, **{knob: getattr(options, knob) for knob in knobs}, "seed": options.seed}
 
-# The diagnosis first (the main figure), then the sweep; clipping runs once its slider is read below.
+# The diagnosis first (the main figure), then the sweep. The clipping runs start once those are in (beside the
+# main figure's run they would share its cores), and compute while the figures above them are drawn.
 run, sweep = runs.run_all(
     [(lab.scenario_run, model), (lab.scale_sweep, model)], label="Running backward on the scenario"
 )
+clip_options = dataclasses.replace(model, max_norm=options.max_norm)
+clip_runs = runs.start([(clipping.clip_once, clip_options), (clipping.clipped_training, training_options(options))])
 diagnosis = run.diagnosis
 with stage:
     st.subheader(text.title)
@@ -116,13 +119,17 @@ if run.accumulation is not None:
     )
 
 st.subheader("Clipping contains the symptom")
-page.widget("max_norm")
-clip_options = dataclasses.replace(model, max_norm=options.max_norm)
-clipping, training = runs.run_all(
-    [(clipping.clip_once, clip_options), (clipping.clipped_training, training_options(options))],
-    label="Clipping and training the exploding case",
-)
+page.widget("max_norm")  # its value was read at the top, where the clipping runs started
+clipping, training = clip_runs.results(label="Clipping and training the exploding case")
 before_after, trained = st.columns(2, gap="large")
+with trained:  # drawn first: the learning rate changes this figure alone
+    figures.plotly(
+        charts.training_figure(training),
+        figures.caption(
+            "Exploding case trained", {"lr": training.learning_rate, "max_norm": training.max_norm}, page.device
+        ),
+        "gradients-training",
+    )
 with before_after:
     if clipping.note:
         st.info(clipping.note)
@@ -134,14 +141,6 @@ with before_after:
             ),
             "gradients-clipping",
         )
-with trained:
-    figures.plotly(
-        charts.training_figure(training),
-        figures.caption(
-            "Exploding case trained", {"lr": training.learning_rate, "max_norm": training.max_norm}, page.device
-        ),
-        "gradients-training",
-    )
 
 lines = lesson.explain(run, sweep=sweep, clipping=clipping, training=training)
 figures.why_panel(lines)

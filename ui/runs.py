@@ -12,6 +12,7 @@ a traceback.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -90,48 +91,83 @@ def run_all(
     seconds (sweeps, fresh processes): they hold only part of the pool, so another session's
     quick run finds a free worker.
     """
-    engine = default_engine()
-    handles: list[Run] = []
-    bar = None
-    results = []
-    redrawn_at = 0.0
+    started = Started(requests, timeout_s=timeout_s, priority=priority, long=long, first_alone=on_result is not None)
+    return started.results(label=label, on_result=on_result)
 
-    def submit(index: int) -> None:
-        fn, options = requests[index]
-        rank = priority + (index > 0)
-        handles.append(engine.submit(fn, options, timeout_s=timeout_s, priority=rank, session=_session(), long=long))
 
-    try:
-        for index in range(1 if on_result else len(requests)):
-            submit(index)
-        for index in range(len(requests)):
-            handle = handles[index]
-            if bar is None and not handle.done:
-                bar = st.empty()
-            part = f"{label} ({index + 1} of {len(requests)})" if len(requests) > 1 else label
+def start(
+    requests: Sequence[tuple[Callable, Any]], *, timeout_s: float | None = None, priority: int = 0, long: bool = False
+) -> Started:
+    """Submit runs now and wait for them later with `.results(label=...)`: they compute while the page draws
+    what it already has (run_all's rules otherwise). A page that stops before it asks leaves them."""
+    return Started(requests, timeout_s=timeout_s, priority=priority, long=long)
 
-            def show(progress: Progress, bar=bar, part=part) -> None:
-                nonlocal redrawn_at
-                if time.monotonic() - redrawn_at >= REDRAW_S:
-                    redrawn_at = time.monotonic()
-                    _show(bar, part, progress)
 
-            value = handle.result(on_poll=show, poll_s=POLL_S)
-            results.append(value)
-            if on_result:
-                on_result(index, value, index + 1 == len(handles) or not handles[index + 1].done)
-            while len(handles) < len(requests):  # the first is in and drawn: now the others (see the docstring)
-                submit(len(handles))
-    except (RunFailed, Cancelled) as error:
+class Started:
+    """Runs on the engine, submitted in order; `results` waits for them with a progress bar."""
+
+    def __init__(
+        self,
+        requests: Sequence[tuple[Callable, Any]],
+        *,
+        timeout_s: float | None,
+        priority: int,
+        long: bool,
+        first_alone: bool = False,
+    ) -> None:
+        self._requests, self._handles = list(requests), []
+        self._submit = dict(timeout_s=timeout_s, session=_session(), long=long)
+        self._priority = priority
+        # A script stopped between `start` and `results` (a control changed meanwhile) drops this object with
+        # its module: its runs are left then, and cancelled unless another session waits for them.
+        weakref.finalize(self, _leave, self._handles)
+        for _ in range(1 if first_alone else len(self._requests)):
+            self._submit_next()
+
+    def _submit_next(self) -> None:
+        fn, options = self._requests[len(self._handles)]
+        rank = self._priority + (len(self._handles) > 0)
+        self._handles.append(default_engine().submit(fn, options, priority=rank, **self._submit))
+
+    def results(self, *, label: str, on_result: Callable[[int, Any, bool], None] | None = None) -> list[Any]:
+        """Each result in order (see run_all for `on_result`); a failure shows its message and stops the page."""
+        handles, count = self._handles, len(self._requests)
+        bar = None
+        results = []
+        redrawn_at = 0.0
+        try:
+            for index in range(count):
+                handle = handles[index]
+                if bar is None and not handle.done:
+                    bar = st.empty()
+                part = f"{label} ({index + 1} of {count})" if count > 1 else label
+
+                def show(progress: Progress, bar=bar, part=part) -> None:
+                    nonlocal redrawn_at
+                    if time.monotonic() - redrawn_at >= REDRAW_S:
+                        redrawn_at = time.monotonic()
+                        _show(bar, part, progress)
+
+                value = handle.result(on_poll=show, poll_s=POLL_S)
+                results.append(value)
+                if on_result:
+                    on_result(index, value, index + 1 == len(handles) or not handles[index + 1].done)
+                while len(handles) < count:  # the first is in and drawn: now the others (see run_all)
+                    self._submit_next()
+        except (RunFailed, Cancelled) as error:
+            if bar is not None:
+                bar.empty()
+            _failed(label, error)
+        finally:
+            _leave(handles)
         if bar is not None:
             bar.empty()
-        _failed(label, error)
-    finally:
-        for handle in handles:
-            handle.cancel()
-    if bar is not None:
-        bar.empty()
-    return results
+        return results
+
+
+def _leave(handles: list[Run]) -> None:
+    for handle in handles:
+        handle.cancel()
 
 
 def remember(fn: Callable, options: Any, value: Any) -> None:

@@ -111,3 +111,27 @@ def test_the_scenario_code_follows_the_activation_in_the_link():
     shown = "\n".join(c.value for c in at.code)
     assert "nn.Tanh()" in shown and "nn.Sigmoid()" not in shown and "range(5)" in shown
     assert any("tanh" in s.value and "5 Linear layers" in s.value for s in at.subheader)
+
+
+def test_the_clipping_runs_start_before_the_figures_above_them_and_training_is_drawn_first(monkeypatch):
+    """A learning-rate notch changes only the training figure: its run computes while the figures above it are
+    drawn, and it is the first figure drawn once the clipping runs are in."""
+    from ui import figures, runs
+
+    events = []
+    plotly, start = figures.plotly, runs.start
+
+    def recorded_plotly(figure, caption, stem, **options):
+        events.append(stem)
+        plotly(figure, caption, stem, **options)
+
+    def recorded_start(requests, **options):
+        events.append("start " + " ".join(fn.__name__ for fn, _ in requests))
+        return start(requests, **options)
+
+    monkeypatch.setattr(figures, "plotly", recorded_plotly)
+    monkeypatch.setattr(runs, "start", recorded_start)
+    at = open_page(PAGE)
+    assert not at.exception
+    assert events.index("start clip_once clipped_training") < events.index("gradients-norms")
+    assert events.index("gradients-training") < events.index("gradients-clipping")

@@ -92,3 +92,25 @@ def test_a_long_run_redraws_its_progress_bar_a_few_times_a_second_not_at_every_p
     assert 2 <= len(redraws) <= took / runs.REDRAW_S + 1  # polls come every 0.1 s: 12 of them
     assert redraws[0] - started < 2 * runs.POLL_S  # the bar still shows at once
     assert all(b - a >= runs.REDRAW_S for a, b in zip(redraws, redraws[1:], strict=False))
+
+
+def test_runs_started_early_compute_while_the_page_draws_and_are_waited_for_later(engine):
+    started = runs.start([(timed, "early one"), (timed, "early two")])
+    time.sleep(0.3)  # the page draws what it already has
+    waited_from = time.monotonic()
+    (_, first_start, first_end), (_, second_start, _) = started.results(label="test")
+    assert first_start < waited_from and second_start < waited_from
+    assert time.monotonic() - waited_from < 0.35  # only what was left of the 0.4 s runs
+
+
+def test_runs_started_by_a_page_that_stopped_before_waiting_are_left_and_cancelled(engine):
+    started = runs.start([(reporting, 30.0)])
+    handle = started._handles[0]
+    wait = time.monotonic() + 10
+    while not handle.progress.total and time.monotonic() < wait:  # running, and reporting
+        time.sleep(0.05)
+    del started  # the script stopped: its module, and this object, are dropped
+    wait = time.monotonic() + 10
+    while not handle.done and time.monotonic() < wait:
+        time.sleep(0.05)
+    assert handle._job.state == "cancelled"  # a 30 s run, ended at its next report
