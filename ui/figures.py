@@ -8,6 +8,8 @@ import html
 import math
 import re
 import textwrap
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -107,11 +109,38 @@ def plotly(figure: go.Figure, caption_text: str, file_stem: str, key: str | None
     fonts and the plot's height. `key` is for a chart redrawn within one run as its data
     arrives: each draft needs its own, and the notes keep the last draft (by `file_stem`).
     """
-    lay_out(figure, caption_text, presenting())
+    figure, text = _laid_out(figure, caption_text, presenting())
     notes.add_chart(file_stem, caption_text, figure)
     config = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": file_stem, "scale": 2}}
     st.plotly_chart(figure, config=config, key=key or f"{file_stem}-chart", theme=None)  # keep our projector-size fonts
-    st.html(f"<p class='chart-text'>{html.escape(alt_text.describe(figure, caption_text))}</p>")
+    st.html(f"<p class='chart-text'>{html.escape(text)}</p>")
+
+
+LAID_OUT_KEPT = 256  # figures, in every session together: a few pages' worth at each presenting setting
+LAID_OUT_KEPT_CHARS = 32 * 2**20  # of their JSON: a long timeline is hundreds of kB
+_laid_out_figures: OrderedDict[tuple[str, str, bool], tuple[go.Figure, str]] = OrderedDict()
+_laid_out_lock = threading.Lock()
+
+
+def _laid_out(figure: go.Figure, caption_text: str, present: bool) -> tuple[go.Figure, str]:
+    """`lay_out` and the text alternative, kept by what the figure holds.
+
+    A notch reruns the whole page, and most of its figures come back from the engine's cache
+    unchanged: laying one out again took 7-15 ms of plotly's property validation, its JSON 0.6 ms.
+    What is kept is never changed afterwards (drawing and the notes only read it), so sessions share it.
+    """
+    key = (pio.to_json(figure, validate=False), caption_text, present)
+    with _laid_out_lock:
+        if key in _laid_out_figures:
+            _laid_out_figures.move_to_end(key)
+            return _laid_out_figures[key]
+    laid_out = lay_out(figure, caption_text, present)
+    kept = (laid_out, alt_text.describe(laid_out, caption_text))
+    with _laid_out_lock:
+        _laid_out_figures[key] = kept
+        while len(_laid_out_figures) > LAID_OUT_KEPT or sum(len(k[0]) for k in _laid_out_figures) > LAID_OUT_KEPT_CHARS:
+            _laid_out_figures.popitem(last=False)
+    return kept
 
 
 CAPTION_FONT_SIZE = {False: 13, True: 18}  # presenting: read from the back of a room, like the page's captions

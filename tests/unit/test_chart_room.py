@@ -113,3 +113,35 @@ def test_a_grid_text_column_is_as_wide_as_its_longest_cell_and_short_ones_keep_t
     widths = figures._text_widths(frame)
     assert set(widths) == {"training"}
     assert widths["training"]["width"] >= figures.GRID_CHAR_PX * len(order)
+
+
+def test_a_figure_drawn_again_unchanged_is_not_laid_out_again_but_any_change_is(monkeypatch):
+    """A notch reruns the page and most figures come back the same: their layout is kept, by content."""
+    monkeypatch.setattr(figures, "_laid_out_figures", type(figures._laid_out_figures)())
+    planned = []
+    lay_out = figures.lay_out
+    monkeypatch.setattr(figures, "lay_out", lambda *args: planned.append(args[1:]) or lay_out(*args))
+
+    def chart(y: float) -> go.Figure:  # built afresh each time, as a page builds it from a fresh result
+        return go.Figure(go.Bar(x=["a", "b"], y=[1, y]), layout={"title": "Loss"})
+
+    first, text = figures._laid_out(chart(2), "lr 0.01", False)
+    again, again_text = figures._laid_out(chart(2), "lr 0.01", False)
+    assert planned == [("lr 0.01", False)] and again is first and again_text == text
+    assert first.to_json() == lay_out(chart(2), "lr 0.01", False).to_json()  # what lay_out gives a fresh figure
+    planned.clear()
+    figures._laid_out(chart(3), "lr 0.01", False)  # new data
+    figures._laid_out(chart(2), "lr 0.03", False)  # a new caption
+    figures._laid_out(chart(2), "lr 0.01", True)  # presenting
+    assert len(planned) == 3
+
+
+def test_the_kept_figures_are_bounded(monkeypatch):
+    monkeypatch.setattr(figures, "_laid_out_figures", type(figures._laid_out_figures)())
+    monkeypatch.setattr(figures, "LAID_OUT_KEPT", 3)
+    for y in range(5):
+        figures._laid_out(go.Figure(go.Bar(x=["a"], y=[y])), "c", False)
+    assert len(figures._laid_out_figures) == 3
+    monkeypatch.setattr(figures, "LAID_OUT_KEPT_CHARS", 1)
+    figures._laid_out(go.Figure(go.Bar(x=["a"], y=[9])), "c", False)
+    assert not figures._laid_out_figures  # larger than the whole allowance: not kept
