@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from benchmarks.bench_browser import HAND_PAUSE_MS, TRIVIAL_PAGE, measure, notch_right, settle  # noqa: E402
+from benchmarks.bench_browser import HAND_PAUSE_MS, TRIVIAL_PAGE, grab, measure, settle  # noqa: E402
 from tests.e2e.conftest import CHROMIUM_FLAGS, chromium_executable, streamlit_server  # noqa: E402
 
 PAUSES_S = 2 * HAND_PAUSE_MS / 1000  # in every measured notch, the lab's and the trivial page's alike
@@ -85,8 +85,9 @@ def notch(page, label: str) -> float | None:
     before, url = figures_markup(page), page.url
     page.evaluate("m => { window.__before = m; }", before)
     page.get_by_test_id("stSlider").filter(has_text=label).first.scroll_into_view_if_needed()
+    drag = grab(page, label, back_at_top=True)
     start = time.perf_counter()
-    notch_right(page, label, back_at_top=True)
+    drag()
     try:
         page.wait_for_function(
             """([sel, url]) => {
