@@ -5,10 +5,11 @@
 
 `bench_browser.py` times one slider per lab, several notches; this one walks every slider a lab
 shows (its folded settings opened first), so a slow or dead control cannot hide behind the one
-that is measured. A notch is a drag at a hand's pace; the trivial page pays the same two pauses,
-and each ratio is given as measured and with the pauses taken off both sides (a constant added
-to both pulls every ratio toward 1). A notch after which no figure and no part of the URL changed
-within the wait is reported as such: a control that does nothing is a finding, not a slow one.
+that is measured. A notch is a drag at a hand's pace, timed from the press (finding the thumb
+is not timed: see `grab`); the trivial page pays the same two pauses, and each ratio is given as
+measured and with the pauses taken off both sides (a constant added to both pulls every ratio
+toward 1). A notch after which no figure and no part of the URL changed within the wait is
+reported as such: a control that does nothing is a finding, not a slow one.
 
 Targets (issue 31): a control that reruns in the engine's workers within 2x the trivial page;
 one that starts processes (Profiler, DDP, Reproducibility) within 3 s; Reproducibility with 3
