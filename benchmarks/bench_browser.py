@@ -48,20 +48,32 @@ COLD_COMPILE = "Compile?preset=clean&width=48"  # a width no other measurement c
 SETTLED = "[data-testid='stApp'][data-test-script-state='notRunning']"
 
 
-def grab(page, slider_name: str, back_at_top: bool = False) -> Callable[[], None]:
-    """Find the slider's thumb and the spot one notch right (with `back_at_top`, one notch left from the top of
-    the range, where a notch right would move nothing); return the drag, to be timed on its own.
+def thumb(page, slider_name: str):
+    """The slider's range input, by its label."""
+    # its accessible name repeats the label ("Steps Steps"): anchored, so "Steps" is not "Checkpoint after (steps)";
+    # Playwright hands the pattern to JavaScript, where an unescaped / would end it
+    label = re.escape(slider_name).replace("/", "\\/")
+    return page.get_by_role("slider", name=re.compile(rf"^{label}( {label})?$"))
+
+
+def notches_free(page, slider_name: str) -> tuple[int, int]:
+    """How many notches the slider can still move (left, right)."""
+    low, high, step, value = (float(thumb(page, slider_name).get_attribute(a)) for a in ("min", "max", "step", "value"))
+    return round((value - low) / step), round((high - value) / step)
+
+
+def grab(page, slider_name: str, back_at_top: bool = False, leftward: bool = False) -> Callable[[], None]:
+    """Find the slider's thumb and the spot one notch right (one notch left with `leftward`, or with `back_at_top`
+    at the top of the range, where a notch right would move nothing); return the drag, to be timed on its own.
 
     Finding it is Playwright resolving an accessible name over the page, and four attribute and two box
     queries: 30-80 ms on a lab page, 25-50 ms on the trivial one, varying from one notch to the next. A
     person has found the thumb before pressing it, so the clock starts at the drag, on every page alike.
     """
-    # its accessible name repeats the label ("Steps Steps"): anchored, so "Steps" is not "Checkpoint after (steps)";
-    # Playwright hands the pattern to JavaScript, where an unescaped / would end it
-    label = re.escape(slider_name).replace("/", "\\/")
-    value_input = page.get_by_role("slider", name=re.compile(rf"^{label}( {label})?$"))
+    value_input = thumb(page, slider_name)
     low, high, step, value = (float(value_input.get_attribute(a)) for a in ("min", "max", "step", "value"))
-    target = value - step if back_at_top and value + step > high else min(value + step, high)
+    left = leftward or (back_at_top and value + step > high)
+    target = max(value - step, low) if left else min(value + step, high)
     track = page.get_by_test_id("stSlider").filter(has=value_input).locator("[role=group] > div").first
     track_box, thumb_box = track.bounding_box(), value_input.locator("xpath=../..").bounding_box()
     y = thumb_box["y"] + thumb_box["height"] / 2
