@@ -62,9 +62,8 @@ def notches_free(page, slider_name: str) -> tuple[int, int]:
     return round((value - low) / step), round((high - value) / step)
 
 
-def grab(page, slider_name: str, back_at_top: bool = False, leftward: bool = False) -> Callable[[], None]:
-    """Find the slider's thumb and the spot one notch right (one notch left with `leftward`, or with `back_at_top`
-    at the top of the range, where a notch right would move nothing); return the drag, to be timed on its own.
+def grab(page, slider_name: str, leftward: bool = False) -> Callable[[], None]:
+    """Find the slider's thumb and the spot one notch right (or left); return the drag, to be timed on its own.
 
     Finding it is Playwright resolving an accessible name over the page, and four attribute and two box
     queries: 30-80 ms on a lab page, 25-50 ms on the trivial one, varying from one notch to the next. A
@@ -72,8 +71,7 @@ def grab(page, slider_name: str, back_at_top: bool = False, leftward: bool = Fal
     """
     value_input = thumb(page, slider_name)
     low, high, step, value = (float(value_input.get_attribute(a)) for a in ("min", "max", "step", "value"))
-    left = leftward or (back_at_top and value + step > high)
-    target = max(value - step, low) if left else min(value + step, high)
+    target = max(value - step, low) if leftward else min(value + step, high)
     track = page.get_by_test_id("stSlider").filter(has=value_input).locator("[role=group] > div").first
     track_box, thumb_box = track.bounding_box(), value_input.locator("xpath=../..").bounding_box()
     y = thumb_box["y"] + thumb_box["height"] / 2

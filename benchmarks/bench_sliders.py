@@ -95,7 +95,7 @@ def notch(page, label: str, leftward: bool = False) -> float | None:
     before, url = figures_markup(page), page.url
     page.evaluate("m => { window.__before = m; }", before)
     page.get_by_test_id("stSlider").filter(has_text=label).first.scroll_into_view_if_needed()
-    drag = grab(page, label, back_at_top=True, leftward=leftward)
+    drag = grab(page, label, leftward)
     start = time.perf_counter()
     drag()
     try:
