@@ -56,9 +56,15 @@ def thumb(page, slider_name: str):
     return page.get_by_role("slider", name=re.compile(rf"^{label}( {label})?$"))
 
 
+def _range(value_input) -> tuple[float, float, float, float]:
+    """The slider's low, high, step and value."""
+    low, high, step, value = (float(value_input.get_attribute(a)) for a in ("min", "max", "step", "value"))
+    return low, high, step, value
+
+
 def notches_free(page, slider_name: str) -> tuple[int, int]:
     """How many notches the slider can still move (left, right)."""
-    low, high, step, value = (float(thumb(page, slider_name).get_attribute(a)) for a in ("min", "max", "step", "value"))
+    low, high, step, value = _range(thumb(page, slider_name))
     return round((value - low) / step), round((high - value) / step)
 
 
@@ -70,7 +76,7 @@ def grab(page, slider_name: str, leftward: bool = False) -> Callable[[], None]:
     person has found the thumb before pressing it, so the clock starts at the drag, on every page alike.
     """
     value_input = thumb(page, slider_name)
-    low, high, step, value = (float(value_input.get_attribute(a)) for a in ("min", "max", "step", "value"))
+    low, high, step, value = _range(value_input)
     target = max(value - step, low) if leftward else min(value + step, high)
     track = page.get_by_test_id("stSlider").filter(has=value_input).locator("[role=group] > div").first
     track_box, thumb_box = track.bounding_box(), value_input.locator("xpath=../..").bounding_box()
