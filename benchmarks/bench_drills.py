@@ -54,7 +54,7 @@ def main() -> None:
     opened, opened_bare, checked, checked_bare = [], [], [], []
     for i, (name, drill) in enumerate(sorted(drills.DRILLS.items())):
         seed = FIRST_SEED + i
-        at.selectbox(key="drills.drill").set_value(name)
+        at.selectbox(key="drills.drill").set_value(drill.link_id)
         at.number_input(key="drills.seed").set_value(seed)
         opened.append(timed(at.run))
         assert not at.exception, at.exception

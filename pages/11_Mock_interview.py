@@ -3,6 +3,7 @@
 import streamlit as st
 
 from explorers.drills import DRILLS
+from explorers.drills.catalogue import label
 from ui import drill, mock, plan, practice
 from ui.frame import presenting, setup_page
 
@@ -32,9 +33,9 @@ with st.container(border=True, key="mock-coding"):
     st.markdown(f"**Coding question.** {mock.CODING_QUESTION}")
     st.page_link(
         practice.PAGE,
-        label=f"Fix the loop: {DRILLS[drill_name].title} (seed {drill_seed})",
+        label=f"Fix the loop: {label(drill_name)} (seed {drill_seed})",
         icon=":material/build:",
-        query_params={"drill": drill_name, "seed": str(drill_seed)},
+        query_params={"drill": DRILLS[drill_name].link_id, "seed": str(drill_seed)},
     )
     drill.timer(presenting())
 

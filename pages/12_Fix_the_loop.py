@@ -5,32 +5,40 @@ import streamlit as st
 from explorers import drills
 from explorers.drills import card, lesson
 from explorers.drills import figures as charts
-from explorers.drills.experiment import MAX_SOURCE_LINES, SEED_RANGE, DrillOptions, fixed_source, run_loop
+from explorers.drills.catalogue import BY_LINK_ID, label
+from explorers.drills.experiment import SEED_RANGE, DrillOptions, fixed_source, run_loop
 from ui import figures, mock, practice, runs
-from ui.fields import ChoiceField, IntField, SequenceField
+from ui.fields import ChoiceField, IntField
 from ui.frame import start_lab
 
 NO_FIX = "none"
-NUMBERED = {name: f"{i}. {d.title}" for i, (name, d) in enumerate(drills.DRILLS.items(), 1)}
+# The link holds the drill by an opaque id and the seed, never the lines or the fix chosen: a link copied after
+# solving would hand the answer to whoever opens it.
 FIELDS = (
-    ChoiceField("drill", drills.DEFAULT_DRILL, tuple(drills.DRILLS), label="Drill", format=NUMBERED.get),
+    ChoiceField(
+        "drill",
+        drills.DRILLS[drills.DEFAULT_DRILL].link_id,
+        tuple(BY_LINK_ID),
+        listed=False,
+        label="Drill",
+        format=lambda link_id: label(BY_LINK_ID[link_id].name),
+    ),
     IntField("seed", 0, *SEED_RANGE, label="Seed", widget="number"),
-    # Any line number parses; one past the drill's loop gets the drill's own notice below.
-    SequenceField("lines", tuple(str(n) for n in range(1, 1000)), MAX_SOURCE_LINES, option=None),
-    ChoiceField("fix", NO_FIX, (NO_FIX, *drills.FIXES), option=None),
 )
 CHECKED_KEY = "_loop_checked"  # (drill, seed) -> this session's last Check; never in the link
 
 page = start_lab("drills", FIELDS)
+st.session_state.setdefault(page.key("lines"), [])  # the answer: this session's widgets, not link fields
+st.session_state.setdefault(page.key("fix"), NO_FIX)
 
 
 def clear_answer() -> None:
-    page.set("lines", ())
+    page.set("lines", [])
     page.set("fix", NO_FIX)
 
 
 def open_drill(name: str, seed: int) -> None:
-    page.set("drill", name)
+    page.set("drill", drills.DRILLS[name].link_id)
     page.set("seed", seed)
     clear_answer()
 
@@ -40,13 +48,7 @@ def start_set() -> None:
     open_drill(timed.drills[0], timed.seed)
 
 
-drill = drills.DRILLS[page.value("drill")]
-problem = lesson.bad_answer_in_link(drill, page.value("lines"), page.value("fix"), NO_FIX)
-if problem:  # a link naming lines or a fix this drill does not have: the default drill, nothing of the link run
-    st.warning(problem, icon=":material/warning:")
-    open_drill(drills.DEFAULT_DRILL, 0)
-    drill = drills.DRILLS[drills.DEFAULT_DRILL]
-
+drill = BY_LINK_ID[page.value("drill")]
 bench, stage = page.workbench()
 with bench, page.controls():
     page.widget("drill", on_change=clear_answer)
@@ -71,7 +73,7 @@ buggy, correct = runs.run_all(
 comparison = drills.compare(buggy.recording, correct.recording)
 checked = st.session_state.setdefault(CHECKED_KEY, {}).get((drill.name, seed))
 solved = checked is not None and checked.right
-settings = {"drill": NUMBERED[drill.name], "seed": seed}
+settings = {"drill": label(drill.name), "seed": seed}
 with stage:
     st.subheader(lesson.stage_title(drill.title))
     shown = [("buggy loop", buggy), *([("correct loop", correct)] if solved else [])]
@@ -124,9 +126,10 @@ if checked is not None:
     fixed = runs.run(run_loop, DrillOptions(drill.name, seed, checked.fix), label="Running your fix")
     fix_comparison = drills.compare(fixed.recording, correct.recording, buggy.recording)
     st.markdown(lesson.fix_verdict(checked.fix, fix_comparison))
+    beside = ("correct loop", correct) if solved else ("buggy loop", buggy)  # the correct curve once right only
     figures.plotly(
-        charts.loss_figure([("correct loop", correct), ("your fix", fixed)]),  # the fix dotted, on top
-        figures.caption("Your fix against the correct loop", {**settings, "fix": checked.fix}, page.device),
+        charts.loss_figure([beside, ("your fix", fixed)]),  # the fix dotted, on top
+        figures.caption(f"Your fix against the {beside[0]}", {**settings, "fix": checked.fix}, page.device),
         "loop-fix",
     )
     if solved:

@@ -81,11 +81,14 @@ class ChoiceField(Knob):
     name: str
     default: str | int
     choices: tuple[str | int, ...]
+    listed: bool = True  # False: a bad value's notice does not list the choices (a drill's, whose list is answers)
 
     def parse(self, raw: str) -> str | int:
         for choice in self.choices:
             if str(choice) == raw:
                 return choice
+        if not self.listed:
+            raise ValueError(f"`{self.name}` names none of this lab's {self.name}s")
         raise ValueError(f"`{self.name}` must be one of {', '.join(map(str, self.choices))}")
 
     def encode(self, value: str | int) -> str:

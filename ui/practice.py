@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import streamlit as st
 
 from explorers.drills import DRILLS, Check
+from explorers.drills.catalogue import label
 
 PAGE = "pages/12_Fix_the_loop.py"
 SET_SIZE = 5
@@ -95,7 +96,7 @@ def describe(s: Score) -> str:
     attempts = f"{s.attempts} attempt{'s' * (s.attempts != 1)}"
     fix = "right fix first" if s.fix_right_first else "wrong fix first"
     lines = f"lines {s.lines_found} of {s.lines_total} first" + (f", {s.extra_lines} extra" if s.extra_lines else "")
-    return f"{DRILLS[s.drill].title} (seed {s.seed}): {lines}, {fix}, {attempts}, {time_taken}"
+    return f"{label(s.drill)} (seed {s.seed}): {lines}, {fix}, {attempts}, {time_taken}"
 
 
 # --- The timed set ---------------------------------------------------------------------------------

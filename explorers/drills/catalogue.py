@@ -30,6 +30,7 @@ Where the bugs come from (each is a question people ask again and again):
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import random
 import textwrap
@@ -46,13 +47,18 @@ SHOWN_SIGNATURE = "def train(bench):"
 @dataclass(frozen=True)
 class Drill:
     name: str
-    title: str  # what the loop is for, never what is wrong with it
+    title: str  # what the loop is for, never what is wrong with it (the same for loops alike but for their bug)
     loop: Callable
     bug_at: tuple[str, ...]  # what the lines that hold the bug contain
-    fix: str  # the key of the fix that removes the bug (explorers.drills.fixes.FIXES)
-    decoys: tuple[str, ...]  # wrong fixes offered beside it
+    fix: str  # the key of the fix a senior engineer would make (explorers.drills.fixes.FIXES)
+    decoys: tuple[str, ...]  # the fixes offered beside it, none of them that one
     shows: tuple[str, ...]  # symptom kinds the claims test expects on every seed (not read by the lab)
     also_accepted: tuple[str, ...] = field(default=())  # lines next to the bug that count as neither right nor extra
+
+    @property
+    def link_id(self) -> str:
+        """The drill in a link: a stable hash of its name, which says nothing of the bug (the name does)."""
+        return hashlib.blake2s(self.name.encode(), digest_size=3).hexdigest()
 
     @cached_property  # read once: the page, the scoring and every fix read it on each rerun
     def lines(self) -> list[str]:
@@ -78,159 +84,180 @@ class Drill:
 
     @property
     def options(self) -> tuple[str, ...]:
-        """The right fix among the wrong ones, in an order of the drill's own (the same for everyone)."""
+        """The right fix among the others, in an order of the drill's own (the same for everyone, shuffled)."""
         keys = [self.fix, *self.decoys]
         random.Random(self.name).shuffle(keys)
         return tuple(keys)
 
+    def kind_hides_the_answer(self) -> bool:
+        """At least two other options are of the right fix's kind (a reflex, or an edit of this loop's own
+        lines), so the one option unlike the rest is never the answer."""
+        alike = [key for key in self.decoys if FIXES[key].reflex == FIXES[self.fix].reflex]
+        return len(alike) >= 2
+
 
 D = Drill
+CLASSIFIER, REGRESSOR = "An MLP classifier", "An MLP regressor"
 DRILLS: dict[str, Drill] = {
     d.name: d
     for d in (
         D(
             "forgot_zero_grad",
-            "An MLP classifier, SGD",
+            CLASSIFIER,
             loops.forgot_zero_grad,
             ("loss.backward()",),
             "insert_zero_grad",
-            ("lower_lr", "clip", "adam"),
+            ("retain_graph", "del_loss", "lower_lr", "clip"),
             ("grad_carryover",),
         ),
         D(
             "zero_grad_after_backward",
-            "An MLP classifier, SGD, gradients cleared every step",
+            CLASSIFIER,
             loops.zero_grad_after_backward,
             ("optimizer.zero_grad()",),
             "move_zero_grad",
-            ("raise_lr", "insert_zero_grad", "clip"),
+            ("insert_zero_grad", "model_zero_grad", "raise_lr", "clip"),
             ("zero_grad_at_step", "never_changed"),
         ),
         D(
             "train_mode_never_restored",
-            "An MLP with BatchNorm and Dropout, validated every epoch",
+            CLASSIFIER,
             loops.train_mode_never_restored,
             ("for x, y in loader:",),
             "train_each_epoch",
-            ("remove_eval", "lower_lr", "clip"),
+            ("remove_eval", "seed_validation", "lower_lr", "clip"),
             ("eval_in_training",),
             also_accepted=("model.eval()", "for epoch in range"),
         ),
         D(
             "validation_in_train_mode",
-            "An MLP with BatchNorm and Dropout, validated under no_grad",
+            CLASSIFIER,
             loops.validation_in_train_mode,
             ("with torch.no_grad():",),
             "eval_for_validation",
-            ("seed_validation", "lower_lr", "clip"),
+            ("seed_validation", "train_each_epoch", "lower_lr", "clip"),
             ("train_in_validation", "reported_gap"),
             also_accepted=("accuracy = ",),
         ),
         D(
             "loss_tensor_summed",
-            "An MLP classifier that reports its validation loss",
+            CLASSIFIER,
             loops.loss_tensor_summed,
             ("val_loss += ",),
-            "item_for_logging",
-            ("gc_collect", "del_val_batch", "del_loss"),
-            ("memory_growth",),
+            "no_grad_validation",
+            ("item_for_logging", "gc_collect", "del_val_batch", "halve_batch"),
+            ("memory_growth", "validation_graph"),
+            also_accepted=("for x, y in val_loader:", "val_loss = 0.0"),
         ),
         D(
             "softmax_before_loss",
-            "An MLP classifier with cross-entropy",
+            CLASSIFIER,
             loops.softmax_before_loss,
             (".softmax(dim=1)",),
             "remove_softmax",
-            ("raise_lr", "adam", "clip"),
-            ("loss_gap",),
+            ("nll_on_probabilities", "softmax_over_batch", "raise_lr", "adam"),
+            ("gradient_gap", "logged_other"),
         ),
         D(
             "target_shape_broadcast",
-            "A regression MLP with mean squared error",
+            REGRESSOR,
             loops.target_shape_broadcast,
             ("F.mse_loss(model(x), y)",),
             "squeeze_output",
-            ("lower_lr", "l1_loss", "adam"),
+            ("mse_sum", "l1_loss", "lower_lr", "adam"),
             ("warning", "metric_gap"),
             also_accepted=("model = bench.regressor()",),
         ),
         D(
             "detached_body",
-            "An MLP classifier, features computed by its body",
+            CLASSIFIER,
             loops.detached_body,
             (".detach()",),
             "remove_detach",
-            ("requires_grad_body", "raise_lr", "adam"),
+            ("requires_grad_body", "retain_graph", "raise_lr", "adam"),
             ("no_gradient", "never_changed"),
         ),
         D(
             "learning_rate_too_high",
-            "An MLP classifier, SGD",
+            CLASSIFIER,
             loops.learning_rate_too_high,
             ("lr=",),
             "lower_lr",
-            ("clip", "halve_batch", "adam"),
+            ("clip", "halve_batch", "double_batch", "adam"),
             ("update_gap",),
         ),
         D(
             "unshuffled_sorted_data",
-            "An MLP classifier on data stored class by class",
+            CLASSIFIER,
             loops.unshuffled_sorted_data,
             ("shuffle=False",),
             "shuffle",
-            ("lower_lr", "double_batch", "clip"),
+            ("reseed_each_epoch", "seed_validation", "lower_lr", "double_batch"),
             ("one_class_batches", "metric_gap"),
         ),
         D(
             "accumulation_undivided",
-            "An MLP classifier, 4 micro-batches per step",
+            CLASSIFIER,
             loops.accumulation_undivided,
             ("loss.backward()",),
             "divide_loss",
-            ("lower_lr", "move_zero_grad", "clip"),
+            ("move_zero_grad", "insert_zero_grad", "lower_lr", "clip"),
             ("gradient_gap", "update_gap"),
             also_accepted=("loss = F.cross_entropy",),
         ),
         D(
             "optimizer_before_new_head",
-            "An MLP classifier given a fresh head",
+            CLASSIFIER,
             loops.optimizer_before_new_head,
             ("optimizer = ", "model.head = "),
             "optimizer_after_head",
-            ("requires_grad_head", "model_zero_grad", "raise_lr"),
-            ("not_in_optimizer", "never_changed"),
+            ("requires_grad_head", "model_zero_grad", "raise_lr", "clip"),
+            ("never_changed", "not_in_optimizer"),
         ),
         D(
             "in_place_on_saved",
-            "An MLP classifier with a clamped log-likelihood",
+            CLASSIFIER,
             loops.in_place_on_saved,
             ("probs.clamp_(",),
-            "clamp_out_of_place",
-            ("clamp_under_no_grad", "retain_graph", "lower_lr"),
+            "cross_entropy_on_logits",
+            ("clamp_out_of_place", "clamp_under_no_grad", "retain_graph", "lower_lr"),
             ("error",),
+            also_accepted=("probs = model(x)", "loss = F.nll_loss"),
         ),
         D(
             "sampler_without_set_epoch",
-            "One rank of two, with a DistributedSampler",
+            CLASSIFIER,
             loops.sampler_without_set_epoch,
             ("for x, y in loader:",),
             "set_epoch",
-            ("loader_shuffle", "reseed_each_epoch", "lower_lr"),
+            ("loader_shuffle", "reseed_each_epoch", "lower_lr", "clip"),
             ("same_order",),
             also_accepted=("sampler = ", "for epoch in range"),
         ),
         D(
             "batchnorm_batch_of_one",
-            "An MLP with BatchNorm on 241 samples",
+            CLASSIFIER,
             loops.batchnorm_batch_of_one,
             ("DataLoader(",),
             "drop_last",
-            ("halve_batch", "lower_lr", "clip"),
+            ("batchnorm_eval_in_training", "remove_eval", "halve_batch", "lower_lr"),
             ("error",),
         ),
     )
 }
 DEFAULT_DRILL = "forgot_zero_grad"
+BY_LINK_ID = {drill.link_id: drill for drill in DRILLS.values()}
+NUMBERS = {name: number for number, name in enumerate(DRILLS, 1)}
+
+
+def label(name: str) -> str:
+    """How a drill is named on screen: by its number, since most loops differ in nothing but their bug, and a
+    title that told them apart would name it."""
+    return f"Drill {NUMBERS[name]}: {DRILLS[name].title}"
+
+
+if len(BY_LINK_ID) != len(DRILLS):
+    raise AssertionError("two drills share a link id: lengthen the digest")
 for _drill in DRILLS.values():  # every fix a drill offers must edit its loop, or the lab could not run it
     for _key in _drill.options:
         if FIXES[_key].apply(_drill.lines) is None:

@@ -28,7 +28,7 @@ from explorers.drills.symptoms import Comparison, compare
 from explorers.rng import isolated_rng
 
 SEED_RANGE = (0, 9_999)
-MAX_SOURCE_LINES = 40  # the longest loop's lines, with room: a link naming more lines is refused
+MAX_SOURCE_LINES = 40  # the longest loop's lines, with room
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ def loss_figure(runs: list[tuple[str, LoopRun]]) -> go.Figure:
     colours = {"buggy loop": BUGGY, "correct loop": CORRECT}
     figure = go.Figure()
     shown: list[float] = []
+    raised_first: list[str] = []
     for name, run in runs:
         losses = run.recording.losses
         shown += [v for v in losses if math.isfinite(v) and v > 0]
@@ -58,17 +59,28 @@ def loss_figure(runs: list[tuple[str, LoopRun]]) -> go.Figure:
                 line={"width": 3, "color": colours.get(name, FIXED), "dash": "solid" if name in colours else "dot"},
             )
         )
-        if run.recording.error:
-            at = run.recording.error_after_batches or 0
+        if run.recording.error and losses:  # marked where it stopped, on the last loss it logged
             figure.add_trace(
                 go.Scatter(
-                    x=[max(at, 1)],
-                    y=[losses[-1] if losses else 1.0],
+                    x=[len(losses)],
+                    y=[losses[-1]],
                     mode="markers",
                     name=f"{name}: PyTorch raised",
                     marker={"symbol": "x", "size": 16, "color": colours.get(name, FIXED)},
                 )
             )
+        elif run.recording.error:  # nothing logged: no point to draw, and no made-up value to draw it at
+            raised_first.append(name)
+    if raised_first:
+        figure.add_annotation(
+            text="<br>".join(f"{name}: PyTorch raised before it logged a loss" for name in raised_first),
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=0.5,
+            showarrow=False,
+            font={"size": FONT_SIZE},
+        )
     if shown and max(shown) / min(shown) > LOG_RANGE:
         figure.update_yaxes(type="log", exponentformat="power")
     figure.update_yaxes(title="logged loss")

@@ -4,6 +4,10 @@ A fix applies to every loop that has the line it edits, so the wrong fixes a dri
 real edits of that drill's own loop (clipping before its `optimizer.step()`, a tenth of its
 learning rate), and the lab runs them as it runs the right one. `apply` returns the edited
 source, or None where the fix has nothing to edit in that loop.
+
+A fix is a *reflex* when it can be tried on any loop without reading it (a learning rate, clipping,
+another optimizer, another batch size): a drill offers its right fix among decoys of the same kind,
+so the kind of an option never singles out the answer (explorers/drills/catalogue.py).
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ class Edit:
     """One change at the one line holding `anchor`: replace `old` by `new` in it, or insert/delete/move lines."""
 
     anchor: str
-    kind: str  # "replace" | "insert_before" | "insert_after" | "delete" | "move_before" | "move_after"
-    text: str = ""  # the replacement (replace), the new line (insert), or the anchor of the destination (move)
+    kind: str  # "replace" | "insert_before" | "insert_after" | "delete" | "move_before" | "move_after" | "wrap"
+    # the replacement (replace), the new line (insert), the anchor of the destination (move), or the block
+    # statement that the anchor line and the lines indented under it move into (wrap)
+    text: str = ""
     old: str = ""  # for replace: the part of the line replaced (the anchor itself when empty)
 
 
@@ -29,6 +35,7 @@ class Fix:
     label: str  # what the user picks: the edit in words, with its code
     edits: tuple[Edit, ...] = ()
     learning_rate_factor: float | None = None  # a fix that scales the learning rate the loop sets
+    reflex: bool = False  # tried on any loop without reading it; see the module docstring
 
     def apply(self, lines: list[str]) -> list[str] | None:
         """The loop's lines with this fix; None where the loop has no line to edit."""
@@ -69,6 +76,11 @@ def _apply(edit: Edit, lines: list[str]) -> list[str] | None:
         return [*lines[: i + 1], _indent(line) + edit.text, *lines[i + 1 :]]
     if edit.kind == "delete":
         return [*lines[:i], *lines[i + 1 :]]
+    if edit.kind == "wrap":
+        end = i + 1
+        while end < len(lines) and len(_indent(lines[end])) > len(_indent(line)):
+            end += 1
+        return [*lines[:i], _indent(line) + edit.text, *("    " + each for each in lines[i:end]), *lines[end:]]
     if edit.kind in ("move_before", "move_after"):
         rest = [*lines[:i], *lines[i + 1 :]]
         j = _find(rest, edit.text)
@@ -96,13 +108,14 @@ FIXES: dict[str, Fix] = {
         "Call `model.zero_grad()` instead of `optimizer.zero_grad()`",
         (Edit(ZERO_GRAD, "replace", "model.zero_grad()"),),
     ),
-    "lower_lr": Fix("Lower the learning rate to a tenth", learning_rate_factor=0.1),
-    "raise_lr": Fix("Raise the learning rate ten times", learning_rate_factor=10.0),
+    "lower_lr": Fix("Lower the learning rate to a tenth", learning_rate_factor=0.1, reflex=True),
+    "raise_lr": Fix("Raise the learning rate ten times", learning_rate_factor=10.0, reflex=True),
     "clip": Fix(
         "Clip the gradients: `clip_grad_norm_(model.parameters(), max_norm=1.0)` before the step",
         (Edit(STEP, "insert_before", "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)"),),
+        reflex=True,
     ),
-    "adam": Fix("Switch to Adam", (Edit("torch.optim.SGD(", "replace", "torch.optim.Adam("),)),
+    "adam": Fix("Switch to Adam", (Edit("torch.optim.SGD(", "replace", "torch.optim.Adam("),), reflex=True),
     "train_each_epoch": Fix(
         "Call `model.train()` at the start of every epoch", (Edit(BATCHES, "insert_before", "model.train()"),)
     ),
@@ -122,6 +135,15 @@ FIXES: dict[str, Fix] = {
             ),
         ),
     ),
+    "no_grad_validation": Fix(
+        "Validate under `torch.no_grad()`, and sum each loss's `.item()`",
+        (
+            Edit("for x, y in val_loader:", "wrap", VALIDATION),
+            Edit(
+                "val_loss += F.cross_entropy(model(x), y)", "replace", "val_loss += F.cross_entropy(model(x), y).item()"
+            ),
+        ),
+    ),
     "gc_collect": Fix(
         "Collect garbage after validating: `gc.collect()`", (Edit("bench.epoch(", "insert_before", "gc.collect()"),)
     ),
@@ -130,8 +152,8 @@ FIXES: dict[str, Fix] = {
         "Free each validation batch: `del x, y` after its loss",
         (Edit("val_loss += ", "insert_after", "del x, y"),),
     ),
-    "halve_batch": Fix("Halve the batch size", (Edit("batch_size=16", "replace", "batch_size=8"),)),
-    "double_batch": Fix("Double the batch size", (Edit("batch_size=16", "replace", "batch_size=32"),)),
+    "halve_batch": Fix("Halve the batch size", (Edit("batch_size=16", "replace", "batch_size=8"),), reflex=True),
+    "double_batch": Fix("Double the batch size", (Edit("batch_size=16", "replace", "batch_size=32"),), reflex=True),
     "remove_softmax": Fix(
         "Pass the logits to `cross_entropy`: remove `.softmax(dim=1)`",
         (Edit("F.cross_entropy(model(x).softmax(dim=1), y)", "replace", "F.cross_entropy(model(x), y)"),),
@@ -139,6 +161,18 @@ FIXES: dict[str, Fix] = {
     "squeeze_output": Fix(
         "Squeeze the output to the target's shape: `model(x).squeeze(1)`",
         (Edit("F.mse_loss(model(x), y)", "replace", "F.mse_loss(model(x).squeeze(1), y)"),),
+    ),
+    "mse_sum": Fix(
+        'Sum the squared errors instead of averaging them: `reduction="sum"`',
+        (Edit("F.mse_loss(model(x), y)", "replace", 'F.mse_loss(model(x), y, reduction="sum")'),),
+    ),
+    "nll_on_probabilities": Fix(
+        "Use `F.nll_loss`, which expects probabilities, on the softmax",
+        (Edit("F.cross_entropy(model(x).softmax(dim=1), y)", "replace", "F.nll_loss(model(x).softmax(dim=1), y)"),),
+    ),
+    "softmax_over_batch": Fix(
+        "Take the softmax over the batch: `.softmax(dim=0)`",
+        (Edit(".softmax(dim=1), y)", "replace", ".softmax(dim=0), y)"),),
     ),
     "l1_loss": Fix("Use `F.l1_loss`, which is robust to outliers", (Edit("F.mse_loss(", "replace", "F.l1_loss("),)),
     "remove_detach": Fix(
@@ -164,6 +198,14 @@ FIXES: dict[str, Fix] = {
         "Clamp out of place: `probs = probs.clamp(min=1e-6)`",
         (Edit("probs.clamp_(min=1e-6)", "replace", "probs = probs.clamp(min=1e-6)"),),
     ),
+    "cross_entropy_on_logits": Fix(
+        "Compute the loss with `F.cross_entropy(model(x), y)` on the logits: no softmax, clamp or log",
+        (
+            Edit("probs = model(x).softmax(dim=1)", "delete"),
+            Edit("probs.clamp_(min=1e-6)", "delete"),
+            Edit("F.nll_loss(probs.log(), y)", "replace", "F.cross_entropy(model(x), y)"),
+        ),
+    ),
     "clamp_under_no_grad": Fix(
         "Clamp under `no_grad`, where autograd does not record it",
         (Edit("probs.clamp_(min=1e-6)", "replace", "with torch.no_grad(): probs.clamp_(min=1e-6)"),),
@@ -182,6 +224,10 @@ FIXES: dict[str, Fix] = {
     "reseed_each_epoch": Fix(
         "Reseed torch every epoch: `torch.manual_seed(epoch)`",
         (Edit(BATCHES, "insert_before", "torch.manual_seed(epoch)"),),
+    ),
+    "batchnorm_eval_in_training": Fix(
+        "Keep BatchNorm in eval mode while training: `model.body.bn.eval()` after `model.train()`",
+        (Edit("model.train()", "insert_after", "model.body.bn.eval()"),),
     ),
     "drop_last": Fix(
         "Drop the incomplete last batch: `drop_last=True`",

@@ -10,7 +10,8 @@ Everything else is measured without the loop's help, so a buggy loop cannot hide
   step hooks, next to the gradient backward produced since the last step (tensor hooks on the
   parameters), and how far each step moved each layer;
 - which model parameters the optimizer does not hold;
-- live bytes after each batch, from the Memory lab's storage tracker (`memory.tracker.LiveBytes`);
+- live bytes after each forward of the model, from the Memory lab's storage tracker
+  (`memory.tracker.LiveBytes`), and whether that forward's output carried an autograd graph;
 - whether Dropout and BatchNorm ran in training mode, in the training steps and in validation
   (forward hooks), and whether BatchNorm's running statistics moved in each;
 - which samples each epoch visited, in order, and the labels of each batch (the dataset records
@@ -29,6 +30,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F  # noqa: N812
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils._python_dispatch import _disable_current_modes
@@ -135,6 +137,10 @@ class Recording:
     live_bytes: list[int] = field(default_factory=list)  # after each of the model's forwards
     forward_phases: list[str] = field(default_factory=list)  # "training" or "validation", per forward
     forward_epochs: list[int] = field(default_factory=list)  # 0-based, per forward
+    forward_graphs: list[bool] = field(default_factory=list)  # per forward: did its output carry a grad_fn
+    # per logged batch: the bench's own loss of that batch's output (cross-entropy on the logits, or mean squared
+    # error against the target's shape), to tell whether the loop logs that loss or some other quantity
+    bench_losses: list[float | None] = field(default_factory=list)
     batch_labels: list[tuple[int, ...]] = field(default_factory=list)  # each batch's labels (classification)
     steps: list[StepRecord] = field(default_factory=list)
     epochs: list[EpochRecord] = field(default_factory=list)
@@ -173,6 +179,9 @@ class Bench:
         self._before_step: dict[str, torch.Tensor] = {}
         self._pending = ModeUse()  # forward calls since the last step or epoch report
         self._pending_bytes: list[int] = []  # live bytes after each of those forwards
+        self._pending_graphs: list[bool] = []  # and whether each one's output carried an autograd graph
+        self._reads_at_forward = 0
+        self._last_loss: float | None = None  # the bench's loss of the last forward that read a batch
         self._measuring = False
         self._stats_at_mark: list[torch.Tensor] = []
         self._epoch_training = ModeUse()
@@ -194,6 +203,7 @@ class Bench:
         """After each batch: the loss the loop reports, and what is alive now."""
         with _disable_current_modes():
             self.recording.losses.append(float(loss))
+            self.recording.bench_losses.append(self._last_loss)
             if self.recording.task == "classification":
                 self.recording.batch_labels.append(self._labels_since_last_batch())
             self._mark_training()
@@ -233,7 +243,7 @@ class Bench:
             self._initial = {id(p): p.detach().clone() for p in model.parameters()}
             self._stats_at_mark = self._running_stats()
         model.register_forward_pre_hook(lambda module, args: self._hook_new_parameters())
-        model.register_forward_hook(lambda module, args, output: self._after_forward())
+        model.register_forward_hook(lambda module, args, output: self._after_forward(output))
         for module in model.modules():
             if isinstance(module, nn.Dropout | nn.BatchNorm1d):
                 module.register_forward_hook(self._count_mode)
@@ -249,15 +259,31 @@ class Bench:
                 self._hooked.add(id(parameter))
                 parameter.register_hook(lambda grad, name=name: self._fresh_gradient(name, grad))
 
-    def _after_forward(self) -> None:
+    def _after_forward(self, output) -> None:
         if not self._measuring:
             self._pending_bytes.append(self.tracker.total)
+            self._pending_graphs.append(isinstance(output, torch.Tensor) and output.grad_fn is not None)
+            with _disable_current_modes(), torch.no_grad():
+                self._last_loss = self._bench_loss(output)
+
+    def _bench_loss(self, output) -> float | None:
+        """The loss of the batch this forward read, as the correct loop computes it; None for a forward that read
+        no samples of the training set (validation on tensors the loop holds)."""
+        reads = self._reads[self._reads_at_forward :]
+        self._reads_at_forward = len(self._reads)
+        if not reads or not isinstance(output, torch.Tensor) or output.shape[0] != len(reads):
+            return None
+        index = torch.tensor(reads)
+        if self.recording.task == "classification":
+            return float(F.cross_entropy(output.detach(), self.train_set.y[index]))
+        return float(F.mse_loss(output.detach().squeeze(1), self.regression_set.y[index]))
 
     def _fold_bytes(self, phase: str) -> None:
         self.recording.live_bytes += self._pending_bytes
         self.recording.forward_phases += [phase] * len(self._pending_bytes)
         self.recording.forward_epochs += [len(self.recording.epochs)] * len(self._pending_bytes)
-        self._pending_bytes = []
+        self.recording.forward_graphs += self._pending_graphs
+        self._pending_bytes, self._pending_graphs = [], []
 
     def _fresh_gradient(self, name: str, grad: torch.Tensor) -> None:
         with _disable_current_modes():

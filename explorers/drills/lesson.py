@@ -86,10 +86,11 @@ STATEMENTS: dict[str, Statement] = {
     "accumulation_sum": Statement(
         text=(
             "Over k micro-batches, backward on each undivided loss leaves k times the gradient of the mean of "
-            "the k losses; dividing each loss by k leaves that gradient, up to float rounding. With equal "
-            "micro-batches of samples that do not interact, and an unweighted mean, that is the gradient of one "
-            "batch of them all. "
-            "Plain SGD's step is lr times the gradient, so an undivided loss is k times the learning rate."
+            "the k losses; dividing each loss by k leaves that gradient, up to float rounding. Plain SGD's step is "
+            "lr times the gradient, so an undivided loss is k times the learning rate. The mean of the k losses is "
+            "the loss of one batch of them all only for equal micro-batches of samples that do not interact: "
+            "BatchNorm in training mode, as in this lab's model, normalises each micro-batch by its own "
+            "statistics, so here accumulating is not one larger batch."
         ),
         scope="reduction='mean' for the one-batch equality, which BatchNorm in train() breaks (it normalises "
         "each micro-batch by its own statistics), and so do class weights and ignore_index (each micro-batch's "
@@ -141,11 +142,13 @@ STATEMENTS: dict[str, Statement] = {
     ),
     "batchnorm_needs_two": Statement(
         text=(
-            "BatchNorm in training mode normalises with the batch's own statistics, so it needs more than one "
-            "value per channel: a batch of one sample raises *Expected more than 1 value per channel when "
-            "training*. `drop_last=True` drops the short last batch."
+            "BatchNorm in training mode normalises each channel with the batch's own statistics, so it needs "
+            "more than one value per channel. On (N, C) input, as this lab's `BatchNorm1d` gets, a batch of one "
+            "sample has one value per channel and raises *Expected more than 1 value per channel when "
+            "training*; one sample of (N, C, L) input or of an image has a value per position, and trains. "
+            "`drop_last=True` drops the short last batch."
         ),
-        scope="nn.BatchNorm1d on (N, C) input in train(); in eval() with running statistics (the default) a "
+        scope="nn.BatchNorm1d and nn.BatchNorm2d in train(); in eval() with running statistics (the default) a "
         "batch of one works, and with track_running_stats=False it raises in eval() too",
         source="torch/nn/functional.py: _verify_batch_size",
     ),
@@ -157,6 +160,41 @@ STATEMENTS: dict[str, Statement] = {
         ),
         scope="graphs not yet run backward on (backward frees the saved tensors unless retain_graph=True)",
         source=f"https://pytorch.org/docs/stable/notes/faq.html and {AUTOGRAD}",
+    ),
+    "no_grad_records_nothing": Statement(
+        text=(
+            "Under `torch.no_grad()` a forward records no graph and saves nothing for backward: validation, "
+            "which never calls backward, needs neither. Outside it, every forward on parameters that require grad "
+            "builds a graph that lives as long as its output, or a loss computed from it."
+        ),
+        scope="tensors that require grad reaching the forward (a model's parameters); torch.inference_mode() "
+        "records nothing too, and its outputs cannot enter autograd later",
+        source=f"{AUTOGRAD}#locally-disabling-gradient-computation",
+    ),
+    "item_still_builds": Statement(
+        text=(
+            "Summing `.item()` lets each validation graph go after its batch, but every forward outside "
+            "`torch.no_grad()` still records a graph and saves tensors for a backward that never runs."
+        ),
+        scope="forwards on parameters that require grad, in grad mode (the default)",
+        source=f"{AUTOGRAD}#locally-disabling-gradient-computation",
+    ),
+    "clamp_cuts_gradient": Statement(
+        text=(
+            "`clamp(min=1e-6)` passes no gradient where it clamps: a sample whose probability for its true "
+            "class falls below 1e-6 gets exactly zero gradient from this loss, though it is the sample most wrong."
+        ),
+        scope="torch.clamp's backward, which passes the gradient only where min <= input (<= max)",
+        source="tools/autograd/derivatives.yaml: clamp",
+    ),
+    "cross_entropy_on_logits": Statement(
+        text=(
+            "`F.cross_entropy` on the logits computes `log_softmax` and the negative log-likelihood in one step, "
+            "stably: it needs no clamp to keep the log finite, and its gradient, softmax minus the one-hot target, "
+            "reaches every sample."
+        ),
+        scope="class-index targets without label smoothing or weights; finite logits",
+        source="https://pytorch.org/docs/stable/generated/torch.nn.CrossEntropyLoss.html",
     ),
     "unshuffled_order": Statement(
         text=(
@@ -173,7 +211,7 @@ EXPLAINS = {  # drill -> the statements that say what its bug is, shown once the
     "zero_grad_after_backward": ("zero_grad_clears",),
     "train_mode_never_restored": ("train_eval",),
     "validation_in_train_mode": ("train_eval",),
-    "loss_tensor_summed": ("graph_keeps_saved",),
+    "loss_tensor_summed": ("graph_keeps_saved", "no_grad_records_nothing"),
     "softmax_before_loss": ("softmax_in_cross_entropy",),
     "target_shape_broadcast": ("mse_broadcast",),
     "detached_body": ("detach_stops",),
@@ -181,10 +219,12 @@ EXPLAINS = {  # drill -> the statements that say what its bug is, shown once the
     "unshuffled_sorted_data": ("unshuffled_order",),
     "accumulation_undivided": ("accumulation_sum",),
     "optimizer_before_new_head": ("optimizer_holds_tensors", "zero_grad_clears"),
-    "in_place_on_saved": ("in_place_saved",),
+    "in_place_on_saved": ("in_place_saved", "cross_entropy_on_logits"),
     "sampler_without_set_epoch": ("set_epoch",),
     "batchnorm_batch_of_one": ("batchnorm_needs_two",),
 }
+# Fixes that remove the symptom on a run, yet fall short: what each leaves, said when chosen (never the better fix).
+SHORT_OF_BEST = {"item_for_logging": "item_still_builds", "clamp_out_of_place": "clamp_cuts_gradient"}
 QUESTION_LINES = "Which lines hold the bug?"
 QUESTION_FIX = "Which fix removes it?"
 NOT_SHOWN = (
@@ -241,13 +281,25 @@ def symptom(finding: Finding) -> str:
         )
     if kind == "grad_carryover":
         return (
-            f"At step {m['step']}, `{m['layer']}`'s `.grad` was ×{m['ratio']:.3g} the gradient backward produced "
-            "for that step: it held more than this step's gradient."
+            f"At `optimizer.step()`, `{m['layer']}`'s `.grad` was a median ×{m['ratio']:.2g} the gradient backward "
+            f"produced for that step (over {m['steps']} steps): it held more than the step's own gradient."
         )
     if kind == "grad_lost":
         return (
-            f"At step {m['step']}, `{m['layer']}`'s `.grad` was ×{m['ratio']:.2f} the gradient backward produced "
-            "since the step before: the step used less than backward produced."
+            f"At `optimizer.step()`, `{m['layer']}`'s `.grad` was a median ×{m['ratio']:.2f} the gradient backward "
+            f"produced since the step before (over {m['steps']} steps): the step used less than backward produced."
+        )
+    if kind == "logged_other":
+        return (
+            f"At batch 1 the loop logged {m['loss']:.4g}, where {m['bench_measure']} of the same output was "
+            f"{m['bench_loss']:.4g}: it logs another quantity, so its loss curve is not compared with the correct "
+            "loop's as a ratio."
+        )
+    if kind == "validation_graph":
+        return (
+            f"{m['graphs']} of {m['forwards']} validation forwards built an autograd graph (their output had a "
+            f"`grad_fn`), which the correct loop's did not: up to {format_bytes(m['bytes'])} was live after one, "
+            f"against {format_bytes(m['correct_bytes'])}."
         )
     if kind == "zero_grad_at_step":
         return (
@@ -318,11 +370,22 @@ def fix_verdict(fix: str, comparison: Comparison) -> str:
     (`compare(fixed, correct, shown)`)."""
     label = FIXES[fix].label
     verdict = comparison.verdict
+    short = f" It is not the best fix, though: {STATEMENTS[SHORT_OF_BEST[fix]].text}" if fix in SHORT_OF_BEST else ""
     if verdict == "matches":
-        return f"**{label}**: the fixed loop trains exactly as the correct one: every logged loss is bit for bit equal."
+        return (
+            f"**{label}**: the fixed loop trains exactly as the correct one: every logged loss is bit for bit equal."
+            + short
+        )
     if verdict == "equivalent":
-        return f"**{label}**: the fixed loop is within every threshold of the correct one, though not bit for bit."
+        return (
+            f"**{label}**: the fixed loop is within every threshold of the correct one, though not bit for bit." + short
+        )
     sources = [symptom(f) for f in comparison.sources]
+    if verdict == "same_numbers":
+        return (
+            f"**{label}**: every logged loss and metric is bit for bit the correct loop's, but the bench still "
+            "measures a difference in how it ran. " + " ".join(sources) + short
+        )
     outcomes = [symptom(f) for f in comparison.findings if f.is_outcome]
     if verdict == "unchanged":
         return (
@@ -385,16 +448,3 @@ def check_verdict(check, attempts: int) -> str:
             + (" The fix is right." if check.fix_right else " The fix is not the one: see what it did below.")
         )
     return "The lines are right; the fix is not the one. See what it did below."
-
-
-def bad_answer_in_link(drill, lines: tuple[str, ...], fix: str, none: str) -> str | None:
-    """A notice when a link names lines or a fix that the drill does not have; None when it is a possible answer."""
-    outside = [n for n in lines if int(n) > len(drill.lines)]
-    if outside:
-        return (
-            f"The link names line {outside[0]}, but this drill's loop has {len(drill.lines)} lines: "
-            "opening the first drill instead."
-        )
-    if fix != none and fix not in drill.options:
-        return f"The link names a fix this drill does not offer (`{fix}`): opening the first drill instead."
-    return None

@@ -27,12 +27,18 @@ from explorers.drills.harness import Recording
 LOSS_GAP = 0.5
 METRIC_GAP = 0.05  # the final validation metric, this far from the correct loop's (absolute)
 REPORTED_GAP = 0.005  # the loop's own validation number, this far from the bench's eval() measurement
-CARRYOVER = 1.5  # ‖.grad at the step‖ this many times ‖what backward produced for the step‖
+# ‖.grad at the step‖ this many times ‖what backward produced for the step‖, as a median over the steps: one step's
+# ratio can be any size where backward produced almost nothing for it (an audit saw ×2.9e+27 over a 2.9e-07 gradient)
+CARRYOVER = 1.5
 UPDATE_GAP = 1.5  # the first step moved the weights this many times as far as the correct loop's (or 1/that)
 MEMORY_GAP_BYTES = 4096  # live bytes grew this much more within one phase of an epoch than in the correct loop
 ONE_CLASS_SHARE = 0.5  # at least this share of batches held a single class
 OUTCOMES = ("loss_gap", "metric_gap", "diverged")
 METRIC_NAMES = {"classification": "validation accuracy", "regression": "validation R²"}
+BENCH_LOSSES = {  # the loss the bench computes of each batch's output (explorers/drills/harness.py: bench_losses)
+    "classification": "the cross-entropy of the logits",
+    "regression": "the mean squared error against the target's shape",
+}
 
 
 @dataclass(frozen=True)
@@ -80,9 +86,12 @@ class Comparison:
 
     @property
     def verdict(self) -> str:
-        """For a fixed loop: "matches" | "equivalent" | "unchanged" | "fails" | "hides" | "better"."""
+        """For a fixed loop: "matches" | "same_numbers" | "equivalent" | "unchanged" | "fails" | "hides" | "better".
+
+        "same_numbers": every logged number bit for bit the correct loop's, while a source reading still differs
+        (a graph built where the correct loop builds none)."""
         if self.identical:
-            return "matches"
+            return "same_numbers" if self.sources else "matches"
         if self.unchanged:
             return "unchanged"
         if not self.findings:
@@ -103,20 +112,24 @@ def compare(run: Recording, correct: Recording, shown: Recording | None = None) 
             _error,
             _diverged,
             _warnings,
+            _logged_other,
             _loss_gap,
             _metric_gap,
             _reported_gap,
-            _grad_carryover,
-            _grad_lost,
-            _zero_grad_at_step,
+            # what the run did structurally (a parameter never stepped, never given a gradient) before the ratios
+            # that such a cause also moves (a .grad never cleared because the optimizer does not hold it)
+            _not_in_optimizer,
             _no_gradient,
             _never_changed,
-            _not_in_optimizer,
+            _zero_grad_at_step,
+            _grad_carryover,
+            _grad_lost,
             _gradient_gap,
             _update_gap,
             _eval_in_training,
             _train_in_validation,
             _memory_growth,
+            _validation_graph,
             _same_order,
             _one_class_batches,
         )
@@ -173,7 +186,32 @@ def _last_epoch_loss(r: Recording) -> float | None:
     return statistics.fmean(last) if last and all(math.isfinite(v) for v in last) else None
 
 
+LOGGED_OTHER = 1e-4  # relative: the logged loss and the bench's own loss of the same output differ beyond rounding
+
+
+def _logs_other(r: Recording) -> tuple[float, float] | None:
+    """At the first batch, what the loop logged and the bench's loss of the same output, if they differ."""
+    if not r.losses or not r.bench_losses or r.bench_losses[0] is None:
+        return None
+    logged, own = r.losses[0], r.bench_losses[0]
+    if not math.isfinite(logged) or abs(logged - own) > LOGGED_OTHER * abs(own):
+        return logged, own
+    return None
+
+
+def _logged_other(run: Recording, correct: Recording) -> Finding | None:
+    """The loop logs something other than the loss of its model's output (cross-entropy on the logits, mean squared
+    error against the target): its loss is then not compared with the correct loop's as a ratio."""
+    found = _logs_other(run)
+    if found and not _logs_other(correct):
+        measure = BENCH_LOSSES[run.task]
+        return Finding("logged_other", {"loss": found[0], "bench_loss": found[1], "bench_measure": measure})
+    return None
+
+
 def _loss_gap(run: Recording, correct: Recording) -> Finding | None:
+    if _logged_other(run, correct):
+        return None  # two different quantities: their ratio says nothing
     mine, theirs = _last_epoch_loss(run), _last_epoch_loss(correct)
     if mine is None or theirs is None or theirs <= 0:
         return None
@@ -214,34 +252,34 @@ def _reported_gap(run: Recording, correct: Recording) -> Finding | None:
     return None
 
 
-def _carryover(r: Recording, larger: bool) -> tuple[float, int, str] | None:
-    """The step and layer whose .grad was farthest above (or, larger=False, below, yet not zero) what backward
-    produced for that step: (‖.grad‖ / ‖produced‖, step, layer)."""
-    worst = None
-    for number, step in enumerate(r.steps, 1):
+def _carryover(r: Recording, larger: bool) -> tuple[float, str, int] | None:
+    """The layer whose .grad at optimizer.step() was, as a median over the steps, farthest above (or, larger=False,
+    below, yet not zero) what backward produced for that step: (median ‖.grad‖ / ‖produced‖, layer, steps)."""
+    ratios: dict[str, list[float]] = {}
+    for step in r.steps:
         for layer, fresh in step.fresh_norms.items():
             grad = step.grad_norms.get(layer)
-            if not grad or fresh <= 0:
-                continue
-            ratio = grad / fresh
-            if worst is None or (ratio > worst[0] if larger else ratio < worst[0]):
-                worst = (ratio, number, layer)
-    return worst
+            if grad and fresh > 0:
+                ratios.setdefault(layer, []).append(grad / fresh)
+    medians = [(statistics.median(values), layer, len(values)) for layer, values in ratios.items()]
+    if not medians:
+        return None
+    return max(medians) if larger else min(medians)
 
 
 def _grad_carryover(run: Recording, correct: Recording) -> Finding | None:
     mine, theirs = _carryover(run, True), _carryover(correct, True)
     if mine and mine[0] >= CARRYOVER and (theirs is None or theirs[0] < CARRYOVER):
-        ratio, step, layer = mine
-        return Finding("grad_carryover", {"ratio": ratio, "step": step, "layer": layer, "steps": len(run.steps)})
+        ratio, layer, steps = mine
+        return Finding("grad_carryover", {"ratio": ratio, "layer": layer, "steps": steps})
     return None
 
 
 def _grad_lost(run: Recording, correct: Recording) -> Finding | None:
     mine, theirs = _carryover(run, False), _carryover(correct, False)
     if mine and mine[0] <= 1 / CARRYOVER and (theirs is None or theirs[0] > 1 / CARRYOVER):
-        ratio, step, layer = mine
-        return Finding("grad_lost", {"ratio": ratio, "step": step, "layer": layer, "steps": len(run.steps)})
+        ratio, layer, steps = mine
+        return Finding("grad_lost", {"ratio": ratio, "layer": layer, "steps": steps})
     return None
 
 
@@ -382,6 +420,29 @@ def _memory_growth(run: Recording, correct: Recording) -> Finding | None:
                 "forwards": forwards,
                 "correct_bytes": _growth(correct)[0],
             },
+        )
+    return None
+
+
+def _validation_graphs(r: Recording) -> tuple[int, int, int]:
+    """Validation forwards whose output carried an autograd graph, of all validation forwards, and the most live
+    bytes after one of them."""
+    validation = [
+        (graph, live)
+        for graph, live, phase in zip(r.forward_graphs, r.live_bytes, r.forward_phases, strict=True)
+        if phase == "validation"
+    ]
+    return sum(g for g, _ in validation), len(validation), max((live for _, live in validation), default=0)
+
+
+def _validation_graph(run: Recording, correct: Recording) -> Finding | None:
+    """The loop's validation forwards built graphs where the correct loop's built none."""
+    graphs, forwards, live = _validation_graphs(run)
+    correct_graphs, _, correct_live = _validation_graphs(correct)
+    if graphs and not correct_graphs:
+        return Finding(
+            "validation_graph",
+            {"graphs": graphs, "forwards": forwards, "bytes": live, "correct_bytes": correct_live},
         )
     return None
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from explorers import drills
+from explorers.drills.catalogue import BY_LINK_ID
 from tests.app.conftest import open_page
 
 PAGE = "pages/12_Fix_the_loop.py"
@@ -14,6 +15,10 @@ PAGE = "pages/12_Fix_the_loop.py"
 
 def key(name: str) -> str:
     return f"drills.{name}"
+
+
+def link(name: str) -> str:
+    return drills.DRILLS[name].link_id
 
 
 def chart(at, index: int) -> dict:
@@ -49,7 +54,7 @@ def test_opens_on_the_first_drill_with_its_symptoms_and_no_answer(lab):
 @pytest.mark.parametrize("name", sorted(drills.DRILLS))
 def test_every_drill_opens_from_a_link_and_the_right_answer_reveals_the_correct_loop(name):
     drill = drills.DRILLS[name]
-    at = open_page(PAGE, {"drill": name, "seed": "1"})
+    at = open_page(PAGE, {"drill": link(name), "seed": "1"})
     assert not at.exception and not at.warning
     assert at.code[0].value == drill.source.rstrip()
     answer(at, drill.bug_lines, drill.fix)
@@ -57,23 +62,34 @@ def test_every_drill_opens_from_a_link_and_the_right_answer_reveals_the_correct_
     assert at.success and at.success[0].value.startswith("Right, in 1 attempt")
     assert main_traces(at)[-1] == "correct loop"
     assert any("bit for bit" in m.value for m in at.markdown)
-    assert "drills" not in str(dict(at.query_params)).replace("Fix_the_loop", "")  # nothing but the state
+    # the link after solving: the drill's opaque id and the seed, no name, no lines, no fix
+    assert {k: v for k, v in at.query_params.items() if k not in ("device", "present")} == {
+        "drill": link(name),
+        "seed": "1",
+    }
 
 
-def test_a_wrong_fix_is_run_and_shown_beside_the_correct_loop_and_the_curve_stays_hidden(lab):
+def test_a_wrong_fix_is_run_and_shown_beside_the_buggy_loop_and_the_correct_curve_stays_hidden(lab):
     drill = drills.DRILLS[drills.DEFAULT_DRILL]
     answer(lab, drill.bug_lines, "clip")
     assert lab.error and "fix is not the one" in lab.error[0].value
     assert main_traces(lab) == ["buggy loop"]
     fix_chart = chart(lab, 4)
-    assert [t["name"] for t in fix_chart["data"]][:2] == ["correct loop", "your fix"]
+    names = [t["name"] for t in fix_chart["data"]]
+    assert names[:2] == ["buggy loop", "your fix"] and "correct loop" not in names  # the page's promise holds
+    assert all(
+        "correct loop" not in trace["name"]
+        for c in range(len(lab.get("plotly_chart")))
+        for trace in chart(lab, c)["data"]
+    )
     assert any("hides the symptom" in m.value or "does not fix it" in m.value for m in lab.markdown)
     answer(lab, drill.bug_lines, drill.fix)  # the second attempt, right
     assert lab.success[0].value.startswith("Right, in 2 attempts")
+    assert [t["name"] for t in chart(lab, 4)["data"]][:2] == ["correct loop", "your fix"]
 
 
 def test_pytorchs_own_error_is_shown_beside_the_main_figure():
-    at = open_page(PAGE, {"drill": "batchnorm_batch_of_one"})
+    at = open_page(PAGE, {"drill": link("batchnorm_batch_of_one")})
     assert at.error and "Expected more than 1 value per channel when training" in at.error[0].value
     assert "After 15 logged batches" in at.error[0].value
     assert not open_page(PAGE).error  # a loop that raises nothing shows no error box
@@ -91,20 +107,20 @@ def test_the_seed_and_the_drill_reach_the_run_and_the_link_and_clear_the_answer(
     lab.number_input(key=key("seed")).set_value(5).run()
     assert chart(lab, 0)["data"][0]["y"] != before
     assert not lab.pills(key=key("lines")).value and lab.query_params["seed"] == "5"
-    lab.selectbox(key=key("drill")).set_value("sampler_without_set_epoch").run()
-    assert not lab.exception and lab.query_params["drill"] == "sampler_without_set_epoch"
+    lab.selectbox(key=key("drill")).set_value(link("sampler_without_set_epoch")).run()
+    assert not lab.exception and lab.query_params["drill"] == link("sampler_without_set_epoch")
     assert lab.code[0].value == drills.DRILLS["sampler_without_set_epoch"].source.rstrip()
 
 
-def test_a_copied_link_reopens_the_same_drill_with_the_same_choices_but_not_the_check():
-    at = open_page(PAGE, {"drill": "detached_body", "seed": "2"})
-    at.pills(key=key("lines")).set_value(["9"]).run()
-    at.radio(key=key("fix")).set_value("remove_detach").run()
-    at.button(key="check").click().run()
+def test_a_link_copied_after_solving_reopens_the_drill_without_the_answer():
+    at = open_page(PAGE, {"drill": link("detached_body"), "seed": "2"})
+    drill = drills.DRILLS["detached_body"]
+    answer(at, drill.bug_lines, drill.fix)
+    assert at.success
     reopened = open_page(PAGE, dict(at.query_params))
     assert not reopened.warning
-    assert list(reopened.pills(key=key("lines")).value) == ["9"]
-    assert reopened.radio(key=key("fix")).value == "remove_detach"
+    assert not reopened.pills(key=key("lines")).value  # nothing preselected for whoever opens it
+    assert reopened.radio(key=key("fix")).value == "none"
     assert not reopened.success and not reopened.error  # the check was this session's, not the link's
     assert chart(reopened, 0)["data"][0]["y"] == chart(at, 0)["data"][0]["y"]
 
@@ -113,10 +129,9 @@ def test_a_copied_link_reopens_the_same_drill_with_the_same_choices_but_not_the_
     ("query", "said"),
     [
         ({"drill": "rm -rf"}, "drill"),
-        ({"drill": "forgot_zero_grad", "lines": "3,99"}, "line 99"),
-        ({"drill": "forgot_zero_grad", "fix": "shuffle"}, "does not offer"),
-        ({"fix": "<script>"}, "fix"),
-        ({"lines": "1,x"}, "lines"),
+        ({"drill": "forgot_zero_grad"}, "drill"),  # a drill's name is not its link id
+        ({"lines": "3,99", "fix": "shuffle"}, "unknown link settings"),  # old links: the answer is ignored
+        ({"fix": "<script>"}, "unknown link settings"),
         ({"seed": "-3"}, "seed"),
     ],
 )
@@ -124,8 +139,17 @@ def test_a_bad_link_gets_a_notice_and_the_first_drill(query, said):
     at = open_page(PAGE, query)
     assert not at.exception
     assert any(said in w.value for w in at.warning), [w.value for w in at.warning]
-    assert at.selectbox(key=key("drill")).value == drills.DEFAULT_DRILL
+    assert at.selectbox(key=key("drill")).value == link(drills.DEFAULT_DRILL)
     assert not at.pills(key=key("lines")).value
+
+
+def test_a_bad_drill_in_a_link_gets_a_notice_that_lists_no_drill_and_no_fix():
+    at = open_page(PAGE, {"drill": "x", "fix": "y"})
+    notices = " ".join(w.value for w in at.warning)
+    for drill in drills.DRILLS.values():  # the default drill's id only, as the default it opens
+        assert drill.name not in notices and (drill.link_id not in notices or drill.name == drills.DEFAULT_DRILL)
+    for fix in drills.FIXES:
+        assert fix not in notices
 
 
 def test_two_sessions_on_one_drill_do_not_see_each_others_answers():
@@ -143,7 +167,7 @@ def test_a_timed_set_opens_five_drills_and_its_scores_reach_the_study_plan():
     assert not at.exception
     assert [b.key for b in at.button if (b.key or "").startswith("set-")][:5] == [f"set-{n}" for n in range(1, 6)]
     first = at.selectbox(key=key("drill")).value
-    drill = drills.DRILLS[first]
+    drill = BY_LINK_ID[first]
     answer(at, drill.bug_lines, drill.fix)
     assert at.success and any("30 s" in m.value for m in at.markdown)  # say it aloud, as in the mock interview
     at.button(key="set-2").click().run()
@@ -159,5 +183,6 @@ def test_the_mock_interview_draws_a_drill_as_its_coding_question():
     at = open_page("pages/11_Mock_interview.py")
     links = [link.proto for link in at.get("page_link") if link.proto.label.startswith("Fix the loop:")]
     assert len(links) == 1 and "drill=" in links[0].query_string and links[0].page == "Fix_the_loop"
-    drill_name = dict(part.split("=") for part in links[0].query_string.split("&"))["drill"]
-    assert drills.DRILLS[drill_name].title in links[0].label
+    link_id = dict(part.split("=") for part in links[0].query_string.split("&"))["drill"]
+    drill = BY_LINK_ID[link_id]  # an opaque id: the drill's name, which names its bug, is not in the link
+    assert drill.name not in links[0].query_string and drill.title in links[0].label

@@ -85,7 +85,7 @@ def scripted_sessions() -> list[Session]:
         ),
         Session(
             "fix the loop: lines, a fix, check",
-            "Fix_the_loop?drill=softmax_before_loss&seed=3",
+            f"Fix_the_loop?drill={DRILLS['softmax_before_loss'].link_id}&seed=3",
             [("the bug's line, remove the softmax, check", answer(SOFTMAX_LINES, FIX_LABEL, "Check my answer"))],
         ),
         Session(

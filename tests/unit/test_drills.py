@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
 
 from explorers import drills
+from explorers.drills import figures as charts
 from explorers.drills import fixes, harness, lesson
-from explorers.drills.catalogue import SHOWN_SIGNATURE
+from explorers.drills.catalogue import SHOWN_SIGNATURE, label
 from explorers.drills.experiment import MAX_SOURCE_LINES, DrillOptions, compiled, fixed_source, run_loop
 
 DRILL_NAMES = sorted(drills.DRILLS)
@@ -163,3 +165,116 @@ def test_a_comparison_of_a_run_with_itself_finds_nothing_and_matches():
     same = drills.compare(run, run)
     assert same.findings == () and same.identical and same.verdict == "matches"
     assert lesson.symptoms(same) == [lesson.NOT_SHOWN]
+
+
+# --- A drill never gives its answer away (issue 44: titles, comments, links, the kind of an option) ------------
+
+STOP_WORDS = {"a", "an", "the", "of", "to", "and", "or", "in", "on", "by", "for", "is", "it", "its", "at", "as"}
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in re.findall(r"[A-Za-z]{3,}", text)} - STOP_WORDS
+
+
+EVERY_LOOP = set.intersection(*(_words(d.source) for d in drills.DRILLS.values()))  # words no loop is told by
+
+
+def _giveaways(drill) -> set[str]:
+    """Words of the drill's bug (its name, what the lab says after the answer) and of its fix, that not every loop
+    has anyway."""
+    told = (
+        drill.name.replace("_", " ")
+        + " "
+        + drills.FIXES[drill.fix].label
+        + " "
+        + " ".join(lesson.explanation(drill.name))
+    )
+    return _words(told) - EVERY_LOOP
+
+
+@pytest.mark.parametrize("name", DRILL_NAMES)
+def test_no_word_of_a_drills_bug_or_fix_is_in_its_title_its_comments_or_its_link(name):
+    drill = drills.DRILLS[name]
+    comments = " ".join(line.split("#", 1)[1] for line in drill.lines if "#" in line)
+    shown = f"{drill.title} {label(name)} {comments} {drill.link_id}"
+    assert not _words(shown) & _giveaways(drill), _words(shown) & _giveaways(drill)
+    assert not any(word in drill.link_id for word in name.split("_") if len(word) > 2)
+
+
+def test_titles_fit_the_drop_down_and_every_drill_is_told_apart_by_its_label():
+    assert all(len(label(name)) <= 32 for name in drills.DRILLS)
+    assert len({label(name) for name in drills.DRILLS}) == len(drills.DRILLS)
+    assert len({d.link_id for d in drills.DRILLS.values()}) == len(drills.DRILLS)
+
+
+@pytest.mark.parametrize("name", DRILL_NAMES)
+def test_the_kind_of_an_option_never_singles_out_the_right_fix(name):
+    """In two drills the right fix was once the only option that was not a reflex (lr, clipping, Adam)."""
+    drill = drills.DRILLS[name]
+    assert drill.kind_hides_the_answer()
+    kinds = [fixes.FIXES[key].reflex for key in drill.options]
+    assert kinds.count(fixes.FIXES[drill.fix].reflex) >= 3 and any(kinds)  # a reflex is always among them
+
+
+def test_the_right_fixs_position_is_spread_over_the_options():
+    positions = [drill.options.index(drill.fix) for drill in drills.DRILLS.values()]
+    assert len(set(positions)) >= 4  # not always first, not always last
+
+
+def test_a_fix_that_raised_before_logging_a_loss_is_drawn_nowhere_and_said_to_have_raised():
+    raised = run_loop(DrillOptions("in_place_on_saved", 3))
+    assert raised.recording.error and not raised.recording.losses
+    figure = charts.loss_figure([("your fix", raised)])
+    assert all(not trace.y or all(v is None for v in trace.y) for trace in figure.data)  # no made-up loss of 1.0
+    assert "raised before it logged a loss" in figure.layout.annotations[0].text
+
+
+# --- The audit's sentences (issue 44, findings 7-12 and 26) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [99, 2024])  # the audit's seeds: one step's backward produced almost nothing
+def test_a_carried_over_gradient_is_read_as_a_median_over_the_steps_not_one_near_zero_step(seed):
+    pair = drills.run("forgot_zero_grad", seed)
+    found = pair.comparison.finding("grad_carryover")
+    assert found and 1.5 < found.measured["ratio"] < 50  # about 9x; one step's ratio reached 2.9e+27 before
+    assert "a median" in lesson.symptom(found)
+
+
+def test_a_loop_that_logs_another_quantity_is_not_compared_with_the_correct_loops_loss_as_a_ratio():
+    pair = drills.run("softmax_before_loss", 5)
+    kinds = pair.comparison.kinds()
+    assert "logged_other" in kinds and "loss_gap" not in kinds and "gradient_gap" in kinds
+    found = pair.comparison.finding("logged_other")
+    assert found.measured["loss"] == pair.buggy.recording.losses[0]
+    assert found.measured["bench_loss"] == pytest.approx(pair.correct.recording.losses[0])  # same output, same loss
+
+
+@pytest.mark.parametrize(
+    ("name", "best", "short"),
+    [
+        ("loss_tensor_summed", "no_grad_validation", "item_for_logging"),
+        ("in_place_on_saved", "cross_entropy_on_logits", "clamp_out_of_place"),
+    ],
+)
+def test_the_right_fix_is_the_senior_one_and_the_one_that_falls_short_is_told_so(name, best, short):
+    drill = drills.DRILLS[name]
+    assert drill.fix == best and short in drill.decoys
+    pair = drills.run(name, 4)
+    fixed = run_loop(DrillOptions(name, 4, short)).recording
+    verdict = lesson.fix_verdict(short, drills.compare(fixed, pair.correct.recording, pair.buggy.recording))
+    assert "not the best fix" in verdict and lesson.STATEMENTS[lesson.SHORT_OF_BEST[short]].text in verdict
+
+
+def test_a_validation_graph_is_witnessed_by_the_grad_fn_of_each_validation_forward():
+    pair = drills.run("loss_tensor_summed", 6)
+    found = pair.comparison.finding("validation_graph")
+    assert found and found.measured["graphs"] == found.measured["forwards"] > 0
+    recording = pair.correct.recording
+    assert not any(
+        g for g, p in zip(recording.forward_graphs, recording.forward_phases, strict=True) if p == "validation"
+    )
+
+
+def test_a_parameter_outside_the_optimizer_is_said_before_the_gradient_it_left_uncleared():
+    kinds = drills.run("optimizer_before_new_head", 3).comparison.kinds()
+    assert kinds.index("not_in_optimizer") < kinds.index("grad_carryover")
