@@ -33,7 +33,7 @@ class Break:
 class GraphBreaks:
     graphs: int
     breaks: tuple[Break, ...]
-    ops_per_graph: tuple[int, ...]  # FX call nodes in each captured graph
+    ops_per_graph: tuple[int, ...]  # explain's own count per graph (its ops_per_graph: the FX call_function nodes)
 
     @property
     def break_count(self) -> int:
@@ -49,10 +49,6 @@ def _user_frame(stack) -> tuple[str, int, str]:
     return frame.filename, frame.lineno or 0, (line or "").strip()
 
 
-def _ops(graph) -> int:
-    return sum(node.op in ("call_function", "call_method", "call_module") for node in graph.graph.nodes)
-
-
 def explain(model: torch.nn.Module, batch: object) -> GraphBreaks:
     """Dynamo's account of one forward call of `model` on `batch` (called as explorers.batches does)."""
     report = dynamo.explain(lambda b: batches.call(model, b))(batch)
@@ -60,7 +56,7 @@ def explain(model: torch.nn.Module, batch: object) -> GraphBreaks:
     for reason in report.break_reasons:
         head, _, rest = reason.reason.strip().partition("\n")
         found.append(Break(head.strip(), rest.strip(), *_user_frame(reason.user_stack)))
-    return GraphBreaks(report.graph_count, tuple(found), tuple(_ops(g) for g in report.graphs))
+    return GraphBreaks(report.graph_count, tuple(found), tuple(len(ops) for ops in report.ops_per_graph))
 
 
 def fullgraph_error(model: torch.nn.Module, batch: object) -> str | None:

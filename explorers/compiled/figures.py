@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from explorers import chartroom
 from explorers.compiled.experiment import PayoffRun
 from explorers.compiled.recompiles import Recompiles
+from explorers.wording import two_figures
 
 COMPILED, CALLED, EAGER = "#1f77b4", "#ff7f0e", "#7f7f7f"
 
@@ -80,7 +81,7 @@ def payoff_figure(run: PayoffRun) -> go.Figure:
         figure.update_yaxes(title="seconds in all", rangemode="tozero")
     title = "Time in all: compile once, then cheaper steps?"
     if p.break_even is not None:
-        title = f"Time in all: compiling pays back after {p.break_even} steps"
+        title = f"Time in all: compiling pays back after about {two_figures(p.break_even)} steps"
     return chartroom.style(figure, title)
 
 

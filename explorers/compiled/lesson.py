@@ -14,7 +14,7 @@ from explorers.compiled.breaks import GraphBreaks
 from explorers.compiled.experiment import DYNAMIC, Analysis, PayoffRun
 from explorers.compiled.recompiles import Recompiles
 from explorers.statements import Statement
-from explorers.wording import count, series
+from explorers.wording import count, series, two_figures
 
 GRAPH_BREAKS_DOC = "https://docs.pytorch.org/docs/stable/torch.compiler_troubleshooting.html"
 RECOMPILATION_DOC = "https://docs.pytorch.org/docs/stable/torch.compiler_dynamic_shapes.html"
@@ -34,7 +34,8 @@ STATEMENTS: dict[str, Statement] = {
             "Each compiled graph carries guards on what it assumed (input sizes and dtypes, Python values it "
             "read, such as a global or a float from `.item()`). A call that fails every cached graph's guards "
             "is compiled again, until one frame holds `torch._dynamo.config.recompile_limit` graphs (8 by "
-            "default, so 7 recompiles); after that dynamo stops compiling it and runs it eagerly."
+            "default, so 7 recompiles). After that dynamo compiles nothing more for it: a call that passes a "
+            "cached graph's guards still runs that graph, and a call that fails them all runs eagerly."
         ),
         scope="per code object (a function or a resumed part after a break); the limit counts graphs kept "
         "for it, not calls",
@@ -111,7 +112,9 @@ def breaks_sentences(found: GraphBreaks) -> list[str]:
         return [f"`torch._dynamo.explain` captured the forward as {count(found.graphs, 'graph')}, with no break."]
     lines = [
         f"`torch._dynamo.explain` captured {count(found.graphs, 'graph')} and reported "
-        f"{count(found.break_count, 'break')}; ops per graph: " + ", ".join(map(str, found.ops_per_graph)) + "."
+        f"{count(found.break_count, 'break')}; ops per graph, as it counts them (function calls): "
+        + ", ".join(map(str, found.ops_per_graph))
+        + "."
     ]
     for b in found.breaks:
         lines.append(f"Break at `{b.line}` ({_where(b.file, b.line_number)}): dynamo says *{b.reason}*.")
@@ -174,7 +177,11 @@ def payoff_sentences(run: PayoffRun) -> list[str]:
         f"{_ms(p.eager_mean_ms)} eager (difference {gain:+.2f} ms ± {margin:.2f}).",
     ]
     if p.break_even is not None:
-        lines.append(f"At that gain the compile is paid back after {p.break_even} steps.")
+        low, high = p.break_even_range
+        lines.append(
+            f"At that gain the compile is paid back after about {two_figures(p.break_even)} steps "
+            f"({two_figures(low)} to {two_figures(high)} across the gain's noise margin)."
+        )
     elif gain > 0 or abs(gain) <= margin:
         lines.append("The difference is within its noise margin: this run shows no break-even.")
     else:

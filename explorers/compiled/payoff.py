@@ -71,8 +71,19 @@ class Payoff:
         gain, margin = self.gain
         if gain <= margin or gain <= 0:
             return None
+        return self._steps_at(gain)
+
+    @property
+    def break_even_range(self) -> tuple[int, int] | None:
+        """The break-even at the gain plus and minus its noise margin (fewer steps, more steps)."""
+        if self.break_even is None:
+            return None
+        gain, margin = self.gain
+        return self._steps_at(gain + margin), self._steps_at(gain - margin)
+
+    def _steps_at(self, gain_ms: float) -> int:
         extra_ms = (self.first_compiled_s - self.first_eager_s) * 1e3
-        return max(1, math.ceil(extra_ms / gain) + 1)
+        return max(1, math.ceil(extra_ms / gain_ms) + 1)
 
 
 def _compiler() -> str:

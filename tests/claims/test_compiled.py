@@ -232,3 +232,32 @@ def test_a_guard_that_fails_at_the_limit_is_said_without_calling_it_a_recompile(
     text = " ".join(lesson.recompile_sentences(r))
     assert "recompiled" not in text and "At call 2 a guard failed" in text and "compiled nothing new" in text
     assert "7 recompiles" in STATEMENTS["guards"].text
+
+
+@falsifies(STATEMENTS["guards"])
+def test_past_the_limit_a_call_that_passes_a_cached_graphs_guards_still_runs_it_and_only_new_ones_run_eagerly():
+    """The audit's sequence at recompile_limit=3: sizes 16, 17, 18 fill the cache; 19, 20 and 21 run eagerly;
+    16, 17 and 18, asked again past the limit, still run their compiled graphs."""
+    model, counter = nn.Linear(4, 4), Counter()
+    compiled = torch.compile(model, backend=counter, dynamic=False)
+    ran = []
+    with dynamo.config.patch(recompile_limit=3):
+        for size in (16, 17, 18, 19, 20, 16, 17, 21, 18):
+            before = counter.calls
+            torch.testing.assert_close(compiled(torch.ones(size, 4)), model(torch.ones(size, 4)))
+            ran.append(counter.calls - before)
+    assert counter.graphs == 3
+    assert ran == [1, 1, 1, 0, 0, 1, 1, 0, 1], ran
+    assert "still runs that graph" in STATEMENTS["guards"].text
+
+
+def test_ops_per_graph_are_explains_own_count():
+    """The audit's finding: the lab once credited explain with 14 ops where explain's own count was 13."""
+    from explorers.compiled import presets
+    from explorers.compiled.breaks import explain
+
+    torch.manual_seed(0)
+    model, batch = presets.PRESETS["branch"].build(64), presets.inputs("branch", 0)
+    report = dynamo.explain(model)(batch)
+    dynamo.reset()
+    assert explain(model, batch).ops_per_graph == tuple(len(ops) for ops in report.ops_per_graph)

@@ -143,3 +143,19 @@ def test_the_schedule_and_explain_skip_dynamos_guard_timing_and_put_it_back(monk
     assert experiment.trace(trace_options).breaks.graphs >= 1
     assert not timed
     assert torch._dynamo.guards.profile_guard_manager is spy
+
+
+def test_a_break_even_is_said_to_two_figures_with_its_range_across_the_noise_margin():
+    """The audit's finding: "paid back after 403258 steps" rested on a gain of 0.03 ± 0.01 ms."""
+    from explorers.compiled import lesson
+    from explorers.compiled.experiment import PayoffOptions, PayoffRun
+
+    p = _payoff(13.0, [1.00, 1.04, 1.02, 1.05, 1.03, 1.01], [0.99, 1.00, 0.99, 1.01, 1.00, 0.98])
+    gain, margin = p.gain
+    assert 0 < margin < gain and p.break_even > 100_000
+    low, high = p.break_even_range
+    assert low < p.break_even < high
+    words = " ".join(lesson.payoff_sentences(PayoffRun(PayoffOptions(), p, False, 1.0, torch.__version__)))
+    assert f"{p.break_even} steps" not in words  # not six figures the noise does not support
+    assert f"about {lesson.two_figures(p.break_even)} steps" in words
+    assert f"{lesson.two_figures(low)} to {lesson.two_figures(high)}" in words
