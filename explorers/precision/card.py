@@ -9,11 +9,16 @@ from explorers.precision.experiment import PrecisionResult
 QUESTION = "Training runs out of memory or is slow: would mixed precision help, and what can go wrong with it?"
 
 
+def _scale_fell(run) -> bool:
+    return bool(run.scales) and run.scales[-1][1] < run.scales[0][0]
+
+
 def answer_card(result: PrecisionResult) -> AnswerCard:
+    scaled = result.run("fp16 + GradScaler")
     evidence = [lesson.loss_sentence(result)]
     for run in result.runs.values():
         evidence += lesson.run_sentences(run)
-    evidence += lesson.scaler_sentences(result.run("fp16 + GradScaler")) + [lesson.bf16_sentence(result)]
+    evidence += lesson.scaler_sentences(scaled) + [lesson.bf16_sentence(result)]
     return AnswerCard(
         question=QUESTION,
         requirement=(
@@ -23,10 +28,12 @@ def answer_card(result: PrecisionResult) -> AnswerCard:
         mechanism=" ".join(lesson.STATEMENTS[k].text for k in ("autocast", "formats", "scaler")),
         evidence="On this run: " + " ".join(evidence),
         recovery=(
-            "Prefer bf16 autocast where the hardware has it; with fp16, use GradScaler, step the scheduler "
-            "after a step that ran (or accept the warning), and watch the scale: a scale that falls step after "
-            "step means gradients that overflow even at a small scale."
-        ),
+            "Prefer bf16 autocast where the hardware has it; with fp16, use GradScaler, step the scheduler after a "
+            "step that ran (or accept the warning), and watch the scale. "
+            + lesson.STATEMENTS["fp16_loss_outside_autocast"].text
+            + " "
+            + (lesson.falling_scale_sentence(scaled) if _scale_fell(scaled) else "")
+        ).strip(),
         trade_off=(
             "Lower precision halves activation bytes and speeds matmuls on hardware built for it, at the cost "
             "of precision (bf16: 8 bits) or range (fp16: 65504); GradScaler buys range back for the gradients, "

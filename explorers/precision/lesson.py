@@ -45,6 +45,16 @@ STATEMENTS: dict[str, Statement] = {
         scope="torch.amp.GradScaler with its default factors, enabled, on the optimizer's parameters",
         source=f"{AMP_DOC}#gradient-scaling and torch/amp/grad_scaler.py",
     ),
+    "fp16_loss_outside_autocast": Statement(
+        text=(
+            "Compute the loss inside autocast. Outside it, a loss computed from float16 outputs is float16, and "
+            "so is the gradient backward starts from: GradScaler's default scale, 65536, is above float16's "
+            "largest value, 65504, so that gradient is inf and the first step is skipped, whatever the loss."
+        ),
+        scope="torch.amp.GradScaler at its default init_scale (2**16); float16 outputs of a CPU autocast region in "
+        "torch 2.13, whose float32 list holds cross_entropy's log_softmax (inside the region the loss is float32)",
+        source=f"{AMP_DOC}#gradient-scaling and the autocast op reference",
+    ),
     "scheduler_order": Statement(
         text=(
             "An `lr_scheduler.step()` whose optimizer has not stepped yet warns *Detected call of "
@@ -134,6 +144,21 @@ def scaler_sentences(run: PrecisionRun) -> list[str]:
             f"*{first_sentence(order[0].split(': ', 1)[1])}*."
         )
     return lines
+
+
+def falling_scale_sentence(run: PrecisionRun) -> str:
+    """What a falling scale meant on this run: a layer whose output was already inf or nan in the forward (no scale
+    undoes that), or, when none was, gradients that overflowed."""
+    bad = [layer for layer, c in run.layers.items() if c.inf or c.nan]
+    if bad:
+        return (
+            f"On this run it was the forward: `{bad[0]}`'s output held inf or nan at step 1, before any scale "
+            "applies, so no scale can help; keep that op in float32, scale the inputs down, or use bf16."
+        )
+    return (
+        "A scale that falls step after step means something overflows at every scale: on this run no layer's "
+        "output held inf or nan at step 1, so it was the gradients."
+    )
 
 
 def bf16_sentence(result: PrecisionResult) -> str:

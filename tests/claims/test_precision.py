@@ -181,3 +181,35 @@ def test_weights_gone_nan_are_said_and_not_counted_as_unmoved_and_a_scaler_that_
     assert not any(scaled.stepped)  # every gradient underflowed: nothing to skip, nothing moved
     words = " ".join(lesson.scaler_sentences(scaled))
     assert "skipped none" in words and "changed" not in words
+
+
+@falsifies(STATEMENTS["fp16_loss_outside_autocast"])
+@pytest.mark.parametrize(("seed", "loss_scale"), [(3, 1.0), (11, 1e-3), (42, 5.0)])
+def test_a_float16_loss_outside_autocast_skips_the_first_step_at_the_default_scale_and_inside_it_does_not(
+    seed, loss_scale
+):
+    """The audit's own loop: the loss outside autocast on float16 outputs, at GradScaler's default scale."""
+
+    def first_step(inside: bool) -> tuple[torch.dtype, bool, float]:
+        torch.manual_seed(seed)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cpu")
+        x, y = torch.randn(12, 8), torch.randint(0, 4, (12,))
+        before = [p.detach().clone() for p in model.parameters()]
+        with torch.autocast("cpu", dtype=torch.float16):
+            out = model(x)
+            loss = F.cross_entropy(out, y) * loss_scale if inside else None
+        if not inside:
+            loss = F.cross_entropy(out, y) * loss_scale
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        moved = any(not torch.equal(a, p) for a, p in zip(before, model.parameters(), strict=True))
+        return loss.dtype, moved, scaler.get_scale()
+
+    outside_dtype, outside_moved, outside_scale = first_step(inside=False)
+    assert outside_dtype == torch.float16 and not outside_moved and outside_scale == 32768.0
+    inside_dtype, inside_moved, inside_scale = first_step(inside=True)
+    assert inside_dtype == torch.float32 and inside_moved and inside_scale == 65536.0
+    assert torch.finfo(torch.float16).max == 65504 < 2.0**16 == torch.amp.GradScaler("cpu").get_scale()

@@ -94,3 +94,17 @@ def test_the_default_shows_fp16_underflow_costing_training_and_the_scaler_winnin
     fp32, fp16, scaled = (result.run(p).losses[-1] for p in ("fp32", "fp16", "fp16 + GradScaler"))
     assert fp16 > 1.3 * fp32 and scaled == pytest.approx(fp32, rel=0.02)
     assert sum(c.grad_underflow for c in result.run("fp16").layers.values()) > 0
+
+
+def test_the_card_says_which_overflowed_when_the_scale_falls_the_forward_at_large_inputs():
+    """The audit's finding: at inputs x1e5 the scale fell to 9.5e-7 with every step skipped, and the card blamed
+    the gradients; the forward's inf at step 1 was on the page."""
+    from explorers.precision import card
+    from explorers.precision.experiment import PrecisionOptions, run
+
+    result = run(PrecisionOptions(input_exp=5, steps=6, seed=7))
+    scaled = result.run("fp16 + GradScaler")
+    assert scaled.scales[-1][1] < scaled.scales[0][0] and not any(scaled.stepped)
+    first_bad = next(layer for layer, c in scaled.layers.items() if c.inf or c.nan)
+    recovery = card.answer_card(result).recovery
+    assert f"it was the forward: `{first_bad}`" in recovery and "it was the gradients" not in recovery
