@@ -16,14 +16,20 @@ class Check:
     extra_lines: tuple[int, ...]  # chosen, neither the bug's nor next to it
     fix: str
     right_fix: str
+    lines_needed: int  # of the bug lines: every one, or one of a missing line's span
+    missing: bool = False  # the bug is a line that is not there; bug_lines is the span where it belongs
 
     @property
     def found_lines(self) -> tuple[int, ...]:
         return tuple(n for n in self.bug_lines if n in self.chosen_lines)
 
     @property
+    def lines_found(self) -> int:
+        return min(len(self.found_lines), self.lines_needed)
+
+    @property
     def lines_right(self) -> bool:
-        return len(self.found_lines) == len(self.bug_lines) and not self.extra_lines
+        return self.lines_found == self.lines_needed and not self.extra_lines
 
     @property
     def fix_right(self) -> bool:
@@ -46,4 +52,7 @@ def check(name: str, lines: Iterable[int], fix: str) -> Check:
     if fix not in drill.options:
         raise ValueError(f"fix must be one of {list(drill.options)} for {name}, not {fix!r}")
     near = set(drill.bug_lines) | set(drill.accepted_lines)
-    return Check(name, chosen, drill.bug_lines, tuple(n for n in chosen if n not in near), fix, drill.fix)
+    extra = tuple(n for n in chosen if n not in near)
+    return Check(
+        name, chosen, drill.bug_lines, extra, fix, drill.fix, drill.lines_needed, drill.missing_between is not None
+    )

@@ -49,11 +49,13 @@ class Drill:
     name: str
     title: str  # what the loop is for, never what is wrong with it (the same for loops alike but for their bug)
     loop: Callable
-    bug_at: tuple[str, ...]  # what the lines that hold the bug contain
+    bug_at: tuple[str, ...]  # what the lines that hold the bug contain (empty for a missing line)
     fix: str  # the key of the fix a senior engineer would make (explorers.drills.fixes.FIXES)
     decoys: tuple[str, ...]  # the fixes offered beside it, none of them that one
     shows: tuple[str, ...]  # symptom kinds the claims test expects on every seed (not read by the lab)
     also_accepted: tuple[str, ...] = field(default=())  # lines next to the bug that count as neither right nor extra
+    # A missing line: the first and the last line of where it belongs; any line picked there finds the bug
+    missing_between: tuple[str, str] | None = None
 
     @property
     def link_id(self) -> str:
@@ -75,8 +77,17 @@ class Drill:
 
     @property
     def bug_lines(self) -> tuple[int, ...]:
-        """1-based line numbers of the loop's source shown."""
-        return self._numbers(self.bug_at)
+        """1-based line numbers of the loop's source shown: the lines that hold the bug, or, for a missing line,
+        every line of the span where it belongs."""
+        if self.missing_between is None:
+            return self._numbers(self.bug_at)
+        first, last = (self._numbers((anchor,))[0] for anchor in self.missing_between)
+        return tuple(range(first, last + 1))
+
+    @property
+    def lines_needed(self) -> int:
+        """How many of the bug lines an answer must pick: one of a missing line's span, else every one."""
+        return 1 if self.missing_between else len(self.bug_lines)
 
     @property
     def accepted_lines(self) -> tuple[int, ...]:
@@ -105,10 +116,11 @@ DRILLS: dict[str, Drill] = {
             "forgot_zero_grad",
             CLASSIFIER,
             loops.forgot_zero_grad,
-            ("loss.backward()",),
+            (),
             "insert_zero_grad",
             ("retain_graph", "del_loss", "lower_lr", "clip"),
             ("grad_carryover",),
+            missing_between=("for x, y in loader:", "bench.log("),
         ),
         D(
             "zero_grad_after_backward",
@@ -123,21 +135,23 @@ DRILLS: dict[str, Drill] = {
             "train_mode_never_restored",
             CLASSIFIER,
             loops.train_mode_never_restored,
-            ("for x, y in loader:",),
+            (),
             "train_each_epoch",
             ("remove_eval", "seed_validation", "lower_lr", "clip"),
             ("eval_in_training",),
-            also_accepted=("model.eval()", "for epoch in range"),
+            also_accepted=("model.eval()", "bench.epoch("),
+            missing_between=("for epoch in range", "for x, y in loader:"),
         ),
         D(
             "validation_in_train_mode",
             CLASSIFIER,
             loops.validation_in_train_mode,
-            ("with torch.no_grad():",),
+            (),
             "eval_for_validation",
             ("seed_validation", "train_each_epoch", "lower_lr", "clip"),
             ("train_in_validation", "reported_gap"),
             also_accepted=("accuracy = ",),
+            missing_between=("bench.log(", "with torch.no_grad():"),
         ),
         D(
             "loss_tensor_summed",
@@ -228,11 +242,12 @@ DRILLS: dict[str, Drill] = {
             "sampler_without_set_epoch",
             CLASSIFIER,
             loops.sampler_without_set_epoch,
-            ("for x, y in loader:",),
+            (),
             "set_epoch",
             ("loader_shuffle", "reseed_each_epoch", "lower_lr", "clip"),
             ("same_order",),
-            also_accepted=("sampler = ", "for epoch in range"),
+            also_accepted=("sampler = ",),
+            missing_between=("for epoch in range", "for x, y in loader:"),
         ),
         D(
             "batchnorm_batch_of_one",

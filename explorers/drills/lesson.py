@@ -225,7 +225,7 @@ EXPLAINS = {  # drill -> the statements that say what its bug is, shown once the
 }
 # Fixes that remove the symptom on a run, yet fall short: what each leaves, said when chosen (never the better fix).
 SHORT_OF_BEST = {"item_for_logging": "item_still_builds", "clamp_out_of_place": "clamp_cuts_gradient"}
-QUESTION_LINES = "Which lines hold the bug?"
+QUESTION_LINES = "Which lines hold the bug? Where a line is missing, pick a line where it belongs."
 QUESTION_FIX = "Which fix removes it?"
 NOT_SHOWN = (
     "On this seed the run did not show a difference from the correct loop that the bench measures: "
@@ -410,10 +410,15 @@ def explanation(drill: str) -> list[str]:
     return [STATEMENTS[key].text for key in EXPLAINS[drill]]
 
 
-def lines_verdict(found: int, bugs: int, extra: int, bug_lines: tuple[int, ...]) -> str:
-    where = " and ".join(map(str, bug_lines))
+def lines_verdict(check) -> str:
+    extra = len(check.extra_lines)
     extra_words = f"; {extra} other line{'s' * (extra != 1)} chosen" if extra else ""
-    return f"Lines: {found} of {bugs} found{extra_words}. The bug is at line{'s' * (len(bug_lines) > 1)} {where}."
+    found = f"Lines: {check.lines_found} of {check.lines_needed} found{extra_words}."
+    if check.missing:
+        first, last = check.bug_lines[0], check.bug_lines[-1]
+        return f"{found} The bug is a missing line: it belongs in lines {first} to {last}, and any of them counts."
+    where = " and ".join(map(str, check.bug_lines))
+    return f"{found} The bug is at line{'s' * (len(check.bug_lines) > 1)} {where}."
 
 
 READINGS_TITLE = "What the bench measured, against the correct loop (hints)"
@@ -434,12 +439,12 @@ def set_progress(solved: int, total: int) -> str:
 
 
 def check_verdict(check, attempts: int) -> str:
-    lines = lines_verdict(len(check.found_lines), len(check.bug_lines), len(check.extra_lines), check.bug_lines)
+    lines = lines_verdict(check)
     if check.right:
         return f"Right, in {attempts} attempt{'s' * (attempts != 1)}. {lines}"
     if not check.lines_right:
         return (
-            f"Not yet: {len(check.found_lines)} of {len(check.bug_lines)} bug lines chosen"
+            f"Not yet: {check.lines_found} of {check.lines_needed} bug lines chosen"
             + (
                 f", and {len(check.extra_lines)} other{'s' * (len(check.extra_lines) != 1)}."
                 if check.extra_lines

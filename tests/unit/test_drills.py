@@ -278,3 +278,20 @@ def test_a_validation_graph_is_witnessed_by_the_grad_fn_of_each_validation_forwa
 def test_a_parameter_outside_the_optimizer_is_said_before_the_gradient_it_left_uncleared():
     kinds = drills.run("optimizer_before_new_head", 3).comparison.kinds()
     assert kinds.index("not_in_optimizer") < kinds.index("grad_carryover")
+
+
+MISSING = ["forgot_zero_grad", "train_mode_never_restored", "validation_in_train_mode", "sampler_without_set_epoch"]
+
+
+@pytest.mark.parametrize("name", MISSING)
+def test_a_missing_line_is_found_by_any_line_of_the_span_where_it_belongs(name):
+    """The newcomer's finding: for a forgotten zero_grad or set_epoch, reasonable picks scored "0 of 1"."""
+    drill = drills.DRILLS[name]
+    edited = fixed_source(drill, drill.fix).split("\n")
+    added = next(i for i, line in enumerate(edited) if line not in drill.lines)  # where the right fix puts it
+    assert drill.bug_lines[0] <= added + 1 <= drill.bug_lines[-1] + 1  # the span holds the gap it fills
+    for line in drill.bug_lines:
+        check = drills.check(name, [line], drill.fix)
+        assert check.right and check.lines_found == check.lines_needed == 1
+        assert "missing line" in lesson.check_verdict(check, 1)
+    assert not drills.check(name, [1], drill.fix).lines_right  # the signature is not where it belongs
