@@ -24,6 +24,7 @@ NO_DRILLS_YET = "Check an answer in Fix the loop and your weakest drills appear 
 SCORES_KEY = "_loop_scores"
 OPENED_KEY = "_loop_opened"
 SET_KEY = "_loop_set"
+RESULT_KEY = "_loop_set_result"
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,8 @@ def weakest(count: int = 5) -> list[Score]:
 
 def describe(s: Score) -> str:
     time_taken = f"solved in {s.seconds:.0f} s" if s.seconds is not None else "not solved yet"
+    if not s.attempts:
+        return f"{label(s.drill)} (seed {s.seed}): not answered in a timed set"
     attempts = f"{s.attempts} attempt{'s' * (s.attempts != 1)}"
     fix = "right fix first" if s.fix_right_first else "wrong fix first"
     lines = f"lines {s.lines_found} of {s.lines_total} first" + (f", {s.extra_lines} extra" if s.extra_lines else "")
@@ -112,11 +115,31 @@ class TimedSet:
         return max(0.0, SET_MINUTES * 60 - (time.monotonic() - self.started))
 
 
+@dataclass(frozen=True)
+class SetResult:
+    drills: tuple[str, ...]
+    seed: int
+    solved: tuple[bool, ...]  # per drill, in the set's order
+    seconds: float  # from the start to the end of the set
+    time_up: bool  # ended by the clock, not by the learner
+
+    def words(self) -> str:
+        done = sum(self.solved)
+        minutes, seconds = divmod(round(self.seconds), 60)
+        how = "Time is up" if self.time_up else "Set ended"
+        words = f"{how}: {done} of {len(self.drills)} solved in {minutes}:{seconds:02d}."
+        unsolved = [label(d) for d, ok in zip(self.drills, self.solved, strict=True) if not ok]
+        if unsolved:
+            words += " Not solved, and kept as such for Day 7: " + "; ".join(unsolved) + "."
+        return words
+
+
 def start_set() -> TimedSet:
     rng = random.SystemRandom()
     drills = tuple(rng.sample(sorted(DRILLS), SET_SIZE))
     timed = TimedSet(drills, rng.randrange(100), time.monotonic())
     st.session_state[SET_KEY] = timed
+    st.session_state.pop(RESULT_KEY, None)
     return timed
 
 
@@ -124,12 +147,43 @@ def current_set() -> TimedSet | None:
     return st.session_state.get(SET_KEY)
 
 
-def end_set() -> None:
-    st.session_state.pop(SET_KEY, None)
+def solved_in_set(timed: TimedSet, drill: str) -> bool:
+    return (s := score(drill, timed.seed)) is not None and s.solved
+
+
+def end_set(time_up: bool = False) -> SetResult | None:
+    """End the set: its result is kept for the page to show, and each drill not solved is recorded as unsolved
+    (with no attempt, if none was made), so Day 7 and the notes list it."""
+    timed = st.session_state.pop(SET_KEY, None)
+    if timed is None:
+        return None
+    scores = st.session_state.setdefault(SCORES_KEY, {})
+    for drill in timed.drills:
+        scores.setdefault((drill, timed.seed), Score(drill, timed.seed, 0, 0, 1, 0, False, False, None))
+    solved = tuple(solved_in_set(timed, d) for d in timed.drills)
+    elapsed = min(time.monotonic() - timed.started, SET_MINUTES * 60)
+    result = SetResult(timed.drills, timed.seed, solved, elapsed, time_up)
+    st.session_state[RESULT_KEY] = result
+    return result
+
+
+def last_result() -> SetResult | None:
+    return st.session_state.get(RESULT_KEY)
 
 
 def set_done(timed: TimedSet) -> int:
-    return sum(1 for d in timed.drills if (s := score(d, timed.seed)) is not None and s.solved)
+    return sum(solved_in_set(timed, d) for d in timed.drills)
+
+
+def end_when_time_is_up(timed: TimedSet) -> None:
+    """The server learns the clock ran out: a fragment reruns once the set's time is over and ends it."""
+
+    def check() -> None:
+        if current_set() is timed and timed.remaining_s() <= 0:
+            end_set(time_up=True)
+            st.rerun()
+
+    st.fragment(check, run_every=max(1.0, timed.remaining_s() + 0.5))()
 
 
 def countdown(seconds_left: float, presenting: bool) -> None:

@@ -186,3 +186,31 @@ def test_the_mock_interview_draws_a_drill_as_its_coding_question():
     link_id = dict(part.split("=") for part in links[0].query_string.split("&"))["drill"]
     drill = BY_LINK_ID[link_id]  # an opaque id: the drill's name, which names its bug, is not in the link
     assert drill.name not in links[0].query_string and drill.title in links[0].label
+
+
+def test_a_timed_set_shows_which_drill_is_open_and_solved_and_ends_with_a_result_that_keeps_the_unsolved():
+    at = open_page(PAGE)
+    at.button(key="set-start").click().run()
+    first = BY_LINK_ID[at.selectbox(key=key("drill")).value]
+    assert at.button(key="set-1").proto.type == "primary" and at.button(key="set-2").proto.type == "secondary"
+    answer(at, first.bug_lines, first.fix)
+    assert at.button(key="set-1").proto.icon == ":material/check:" and not at.button(key="set-2").proto.icon
+    at.button(key="set-end").click().run()
+    result = at.info[0].value
+    assert result.startswith("Set ended: 1 of 5 solved in 0:") and result.count("Drill ") == 4
+    at.switch_page("pages/9_Study_plan.py").run()
+    unsolved = [m.value for m in at.markdown if "not answered in a timed set" in m.value]
+    assert unsolved and unsolved[0].count("not answered in a timed set") == 4
+
+
+def test_a_timed_set_whose_clock_ran_out_ends_itself_with_its_result():
+    import dataclasses
+    import time
+
+    at = open_page(PAGE)
+    at.button(key="set-start").click().run()
+    timed = at.session_state["_loop_set"]
+    at.session_state["_loop_set"] = dataclasses.replace(timed, started=time.monotonic() - 15 * 60 - 1)
+    at.run()
+    assert not at.exception and at.info[0].value.startswith("Time is up: 0 of 5 solved in 15:00.")
+    assert at.button(key="set-start") and not [b for b in at.button if b.key == "set-end"]
