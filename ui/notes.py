@@ -64,6 +64,7 @@ h1 { margin-bottom: 0.2rem; } .caption { color: #666; font-size: 0.9rem; }
 figure { margin: 1.5rem 0; } figure img, figure svg { max-width: 100%; height: auto; }
 table { border-collapse: collapse; font-size: 0.9rem; } td, th { border: 1px solid #ddd; padding: 0.25rem 0.5rem; }
 .card dt { font-weight: bold; margin-top: 0.6rem; } code { background: #f4f4f4; padding: 0 0.2rem; }
+pre { background: #f4f4f4; padding: 0.6rem; overflow-x: auto; } pre code { padding: 0; white-space: pre; }
 """
 # Draw each chart with the bundled plotly.js, then swap it for a static image a notes app can paste.
 DRAW_CHARTS = """
@@ -121,8 +122,9 @@ def _row(line: str, tag: str) -> str:
 
 
 def markdown_to_html(text: str) -> str:
-    """Bullet lists, pipe tables and paragraphs: the three shapes the labs' note sections take."""
-    out, rows, items = [], [], []
+    """Bullet lists, pipe tables, fenced code and paragraphs: the shapes the labs' note sections take. Code keeps
+    its lines and their indentation, and scrolls sideways on a narrow screen rather than wrap."""
+    out, rows, items, code = [], [], [], None
 
     def flush() -> None:
         if items:
@@ -135,7 +137,16 @@ def markdown_to_html(text: str) -> str:
             rows.clear()
 
     for line in text.splitlines():
-        if line.startswith("|"):
+        if code is not None:  # inside a fence: every line as it is, until the closing fence
+            if line.strip() == "```":
+                out.append(f"<pre><code>{html.escape(chr(10).join(code))}</code></pre>")
+                code = None
+            else:
+                code.append(line)
+        elif line.startswith("```"):
+            flush()
+            code = []
+        elif line.startswith("|"):
             rows.append(line)
         elif line.startswith("- "):
             items.append(line[2:])
@@ -144,4 +155,6 @@ def markdown_to_html(text: str) -> str:
             if line.strip():
                 out.append(f"<p>{inline(line)}</p>")
     flush()
+    if code is not None:  # an unclosed fence: still code
+        out.append(f"<pre><code>{html.escape(chr(10).join(code))}</code></pre>")
     return "".join(out)

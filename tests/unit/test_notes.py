@@ -38,3 +38,18 @@ def test_a_chart_drawn_several_times_under_one_name_is_exported_once_in_its_last
     captions = [a["text"] for f in drawn for a in f["layout"]["annotations"]]
     assert any("redrawn" in c for c in captions) and not any("batch sizes" in c for c in captions)
     assert [name for name in collected.charts] == ["memory-sweep", "memory-timeline"]  # in the order first drawn
+
+
+def test_a_fenced_loop_is_exported_as_one_code_block_with_its_indentation_and_no_backticks():
+    """The newcomer's finding: the notes export turned the drill's loop into a paragraph per line, its indentation
+    and its fences lost."""
+    from explorers import drills
+    from explorers.drills import figures as charts
+
+    source = drills.DRILLS[drills.DEFAULT_DRILL].source
+    numbered = charts.numbered_source(source)
+    out = notes.markdown_to_html(f"Before\n```\n{numbered}\n```\n- after")
+    assert out.count("<pre><code>") == 1 and "```" not in out and "<p>" in out and "<li>after</li>" in out
+    code = out.split("<pre><code>")[1].split("</code></pre>")[0]
+    assert code == html.escape(numbered)  # every line, its indentation kept, nothing wrapped in <p>
+    assert "        for x, y in loader:" in html.unescape(code)
