@@ -15,6 +15,8 @@ st.button("New set of questions", icon=":material/shuffle:", on_click=mock.new_s
 for number, asked in enumerate(mock.current_set(), 1):
     with st.container(border=True, key=f"mock-question-{number}"):
         st.markdown(f"**Question {number}. {asked.lab.question}**")
+        if asked.lab.follows:
+            st.caption(asked.lab.follows)
         st.page_link(asked.lab.page, label=f"The evidence: the {asked.lab.title} lab", icon=asked.lab.icon)
         st.markdown("\n".join(f"- {depth}" for depth in mock.DEPTHS))
         drill.timer(presenting())

@@ -16,11 +16,29 @@ class Lab:
     extends: int | None = None  # the interview question (1 to 8) this lab continues, if it is not one itself
 
     @property
+    def follows(self) -> str:
+        """For a lab that continues one of the guide's eight questions: which one, in words ("" for the others)."""
+        if self.extends is None:
+            return ""
+        return f"A follow-up to the guide's interview question {self.extends}: {GUIDE_QUESTIONS[self.extends]}"
+
+    @property
     def url_path(self) -> str:
         """Streamlit's URL for a pages/ file: the file name without its order prefix."""
         return self.page.rsplit("/", 1)[-1].removesuffix(".py").split("_", 1)[-1] if self.page else ""
 
 
+# The eight questions of the guide the labs are built from (TOPICS.md), as it titles them.
+GUIDE_QUESTIONS = {
+    1: "what autograd tracks.",
+    2: "why gradients are zero, None or huge.",
+    3: "train() versus eval().",
+    4: "DDP versus just using several GPUs.",
+    5: "debugging a slow training step.",
+    6: "out-of-memory in training.",
+    7: "reproducibility.",
+    8: "trains well, fails in production.",
+}
 LABS = (
     Lab(
         "autograd",
@@ -97,7 +115,7 @@ LABS = (
     Lab(
         "compile",
         "Compile",
-        "Question 5, continued: would torch.compile speed up this step? Where does it break, recompile, pay back?",
+        "Would torch.compile speed up this step? Where does it break, recompile, pay back?",
         ":material/bolt:",
         "pages/13_Compile.py",
         extends=5,
@@ -105,7 +123,7 @@ LABS = (
     Lab(
         "precision",
         "Precision",
-        "Question 6, continued: would mixed precision help? What do fp16, bf16 and GradScaler do to a step?",
+        "Would mixed precision help? What do fp16, bf16 and GradScaler do to a step?",
         ":material/straighten:",
         "pages/14_Precision.py",
         extends=6,

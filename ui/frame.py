@@ -242,6 +242,8 @@ def start_lab(slug: str, fields: Sequence[Field]) -> LabPage:
     notices += _seed_state_from_url(page)
     st.title(f"{entry.icon} {entry.title}")
     st.markdown(f"<p class='question'>{entry.question}</p>", unsafe_allow_html=True)
+    if entry.follows:
+        st.caption(entry.follows)
     for notice in notices:
         st.warning(notice, icon=":material/warning:")
     with st.sidebar:

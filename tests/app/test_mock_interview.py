@@ -63,3 +63,19 @@ def test_every_lab_on_the_menu_has_a_challenge_of_every_kind_that_names_its_own_
     for seed in range(60):
         for asked in mock.draw(seed):
             assert asked.challenge in ui_challenges.BY_LAB[asked.lab.slug].values()
+
+
+def test_a_question_that_continues_one_of_the_guides_is_said_to_and_never_numbered_against_the_set():
+    """The newcomer's finding: the mock interview read "Question 3. Question 6, continued: ..."."""
+    for seed in range(40):  # the draw that holds a follow-up lab
+        asked = mock.draw(seed)
+        if any(a.lab.extends for a in asked):
+            break
+    at = open_page(mock.PAGE)
+    at.session_state[mock.SEED_KEY] = seed
+    at.run()
+    shown = questions(at)
+    assert not any("continued" in q for q in shown)
+    follow_up = next(a.lab for a in asked if a.lab.extends)
+    assert follow_up.follows in [c.value for c in at.caption]
+    assert f"question {follow_up.extends}:" in follow_up.follows
