@@ -20,27 +20,68 @@ COLOURS = {"fp32": "#7f7f7f", "bf16": "#2ca02c", "fp16": "#d62728", "fp16 + Grad
 DASHES = {"fp32": "solid", "bf16": "dash", "fp16": "dot", "fp16 + GradScaler": "dashdot"}
 
 
+COINCIDE = 0.005  # two curves this close at every step (a share of the drawn loss range) are one line on screen
+
+
+def _coincides_with(losses: tuple[float, ...], drawn: dict[str, tuple[float, ...]], span: float) -> tuple[str, float]:
+    """The first precision already drawn whose curve this one lies on, and the largest gap between them."""
+    for other, theirs in drawn.items():
+        pairs = list(zip(losses, theirs, strict=True))
+        if pairs and all(math.isfinite(a) and math.isfinite(b) for a, b in pairs):
+            gap = max(abs(a - b) for a, b in pairs)
+            if gap <= COINCIDE * span:
+                return other, gap
+    return "", 0.0
+
+
 def loss_figure(result: PrecisionResult) -> go.Figure:
+    """Each precision's loss per step. A curve that lies on another's says so in its name (with the largest gap),
+    and a step whose loss was nan or inf is marked along the top, on an axis of its own: no loss value is made up
+    for it."""
     figure = go.Figure()
-    missing = 0
+    finite = [v for run in result.runs.values() for v in run.losses if math.isfinite(v)]
+    span = (max(finite) - min(finite)) if finite else 0.0
+    drawn: dict[str, tuple[float, ...]] = {}
+    missing, rows = 0, 0  # rows: one row of marks per precision with nan or inf, so two never hide each other
     for precision, run in result.runs.items():
         values = [v if math.isfinite(v) else None for v in run.losses]
-        missing += sum(v is None for v in values)
+        steps = list(range(1, len(values) + 1))
+        on, gap = _coincides_with(run.losses, drawn, span)
+        name = NAMES[precision] + (f" (on {NAMES[on]}'s line: at most {gap:.1g} apart)" if on else "")
+        drawn[precision] = run.losses
         figure.add_trace(
             go.Scatter(
-                x=list(range(1, len(values) + 1)),
+                x=steps,
                 y=values,
                 mode="lines+markers",
-                name=NAMES[precision],
+                name=name,
                 line={"width": 3, "color": COLOURS[precision], "dash": DASHES[precision]},
                 marker={"size": 6},
             )
         )
+        bad = [(i, v) for i, v in enumerate(run.losses, 1) if not math.isfinite(v)]
+        missing += len(bad)
+        if bad:
+            figure.add_trace(
+                go.Scatter(
+                    x=[i for i, _ in bad],
+                    y=[1.0 - 0.05 * rows] * len(bad),
+                    yaxis="y2",
+                    mode="markers",
+                    name=f"{NAMES[precision]}: nan or inf",
+                    marker={"symbol": "x", "size": 11, "color": COLOURS[precision]},
+                    hovertext=[f"step {i}: {v}" for i, v in bad],
+                    hoverinfo="text",
+                )
+            )
+            rows += 1
     figure.update_xaxes(title="step")
     figure.update_yaxes(title="cross-entropy")
+    if missing:
+        figure.update_layout(yaxis2={"overlaying": "y", "range": [0.6, 1.05], "visible": False, "fixedrange": True})
     title = "Loss per step, same weights and batches"
     if missing:
-        title += f" ({missing} nan or inf, not drawn)"
+        title += f" ({missing} nan or inf, marked × along the top)"
     return chartroom.style(figure, title)
 
 

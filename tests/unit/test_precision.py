@@ -108,3 +108,20 @@ def test_the_card_says_which_overflowed_when_the_scale_falls_the_forward_at_larg
     first_bad = next(layer for layer, c in scaled.layers.items() if c.inf or c.nan)
     recovery = card.answer_card(result).recovery
     assert f"it was the forward: `{first_bad}`" in recovery and "it was the gradients" not in recovery
+
+
+def test_curves_that_coincide_say_so_and_nan_steps_are_marked_without_a_made_up_loss():
+    """The newcomer's finding: at the defaults three of four curves coincide unseen, and at inputs x1e4 both fp16
+    curves vanished ("40 nan or inf, not drawn")."""
+    from explorers.precision import figures as charts
+    from explorers.precision.experiment import PrecisionOptions, run
+
+    plain = charts.loss_figure(run(PrecisionOptions(seed=12)))
+    on_a_line = [t.name for t in plain.data if "'s line: at most" in t.name]
+    assert on_a_line and all(t.yaxis in (None, "y") for t in plain.data)
+    large = run(PrecisionOptions(input_exp=4, steps=5, seed=12))
+    figure = charts.loss_figure(large)
+    marks = [t for t in figure.data if t.name.endswith(": nan or inf")]
+    assert {t.name for t in marks} == {"fp16 autocast: nan or inf", "fp16 + GradScaler: nan or inf"}
+    assert all(t.yaxis == "y2" and list(t.x) == [1, 2, 3, 4, 5] for t in marks)  # on an axis of their own
+    assert len({t.y[0] for t in marks}) == 2 and "marked × along the top" in figure.layout.title.text
