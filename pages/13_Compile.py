@@ -112,13 +112,13 @@ if payoff is not None:
 
 lines = lesson.explain(analysis)
 figures.why_panel(lines)
-figures.predict_then_reveal(
-    key("predict"),
-    lesson.predict_question(analysis),
-    lesson.PREDICT_CHOICES,
-    lesson.predicted_answer(analysis),
-    " ".join(lesson.recompile_sentences(analysis.recompiles)),
-)
+answer, evidence = (), ""  # the other setting runs once a prediction is made: its answer is not on screen before
+if st.session_state.get(key("predict")) is not None:
+    other = runs.run(lab.schedule, lab.parts(lesson.what_if(options))[1], label="Tracing the other setting")
+    other_recompiles = other.first(options.steps)
+    answer = lesson.predicted_answer(other_recompiles)
+    evidence = " ".join(lesson.recompile_sentences(other_recompiles))
+figures.predict_then_reveal(key("predict"), lesson.predict_question(options), lesson.PREDICT_CHOICES, answer, evidence)
 figures.answer_card(card.answer_card(analysis, payoff))
 figures.notes_download(
     "Compile lab",

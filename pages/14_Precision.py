@@ -84,13 +84,12 @@ with st.expander("Per layer, in numbers"):
 
 why = lesson.explain(result)
 figures.why_panel(why)
-figures.predict_then_reveal(
-    key("predict"),
-    lesson.PREDICT_QUESTION,
-    lesson.PREDICT_CHOICES,
-    lesson.predicted_answer(result),
-    " ".join(lesson.run_sentences(result.run("fp16")) or [lesson.bf16_sentence(result)]),
-)
+answer, evidence = (), ""  # the other setting runs once a prediction is made: its answer is not on screen before
+if st.session_state.get(key("predict")) is not None:
+    other = runs.run(lab.run, lesson.what_if(options), label="Training at the other inputs")
+    answer = lesson.predicted_answer(other)
+    evidence = lesson.predicted_evidence(other)
+figures.predict_then_reveal(key("predict"), lesson.predict_question(options), lesson.PREDICT_CHOICES, answer, evidence)
 figures.answer_card(card.answer_card(result))
 figures.notes_download(
     "Precision lab",

@@ -9,9 +9,10 @@ said by the Statements below, each with its scope and source, tried by tests/cla
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from explorers.compiled.breaks import GraphBreaks
-from explorers.compiled.experiment import DYNAMIC, Analysis, PayoffRun
+from explorers.compiled.experiment import DYNAMIC, Analysis, CompileOptions, PayoffRun
 from explorers.compiled.recompiles import Recompiles
 from explorers.statements import Statement
 from explorers.wording import count, series, two_figures
@@ -70,17 +71,25 @@ PAYOFF_COLD = (
 )
 
 
-def predict_question(analysis: Analysis) -> str:
-    o = analysis.options
+OTHER_DYNAMIC = {"false": "none", "none": "true", "true": "false"}  # the mode the prediction asks about
+
+
+def what_if(options: CompileOptions) -> CompileOptions:
+    """The setting the prediction asks about: the same model and calls under the next `dynamic` mode, whose
+    schedule is not on screen until the prediction is made."""
+    return replace(options, dynamic=OTHER_DYNAMIC[options.dynamic])
+
+
+def predict_question(options: CompileOptions) -> str:
+    other = what_if(options)
     return (
-        f"Over {o.steps} calls with `dynamic={DYNAMIC_NAMES[o.dynamic]}` and `recompile_limit={o.recompile_limit}`, "
-        "how many graphs will dynamo hand the backend to compile?"
+        f"Now switch to `dynamic={DYNAMIC_NAMES[other.dynamic]}`, with the same {options.steps} calls and "
+        f"`recompile_limit={options.recompile_limit}`: how many graphs will dynamo hand the backend to compile?"
     )
 
 
-def predicted_answer(analysis: Analysis) -> str:
-    graphs = analysis.recompiles.graphs
-    return PREDICT_CHOICES[min(graphs, 3)]
+def predicted_answer(recompiles: Recompiles) -> str:
+    return PREDICT_CHOICES[min(recompiles.graphs, 3)]
 
 
 def explain(analysis: Analysis) -> list[str]:

@@ -47,7 +47,7 @@ def loss_figure(result: PrecisionResult) -> go.Figure:
         values = [v if math.isfinite(v) else None for v in run.losses]
         steps = list(range(1, len(values) + 1))
         on, gap = _coincides_with(run.losses, drawn, span)
-        name = NAMES[precision] + (f" (on {NAMES[on]}'s line: at most {gap:.1g} apart)" if on else "")
+        name = NAMES[precision] + (f" (≈ {NAMES[on]}, ≤ {gap:.1g} apart)" if on else "")
         drawn[precision] = run.losses
         figure.add_trace(
             go.Scatter(

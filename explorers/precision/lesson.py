@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
-from explorers.precision.experiment import LAYERS, PrecisionResult, PrecisionRun
+from explorers.precision.experiment import INPUT_EXP_RANGE, LAYERS, PrecisionOptions, PrecisionResult, PrecisionRun
 from explorers.statements import Statement
 from explorers.units import format_bytes
 from explorers.wording import count, series
@@ -208,12 +209,33 @@ def explain(result: PrecisionResult) -> list[str]:
     return [STATEMENTS[k].text for k in keys]
 
 
-PREDICT_QUESTION = "At these settings, will fp16 autocast without a scaler move the weights at every step?"
 PREDICT_CHOICES = ["Yes", "No"]
+
+
+def what_if(options: PrecisionOptions) -> PrecisionOptions:
+    """The setting the prediction asks about: inputs a hundred times larger (smaller at the top of the range), whose
+    runs are not on screen until the prediction is made."""
+    larger = options.input_exp + 2
+    return replace(options, input_exp=larger if larger <= INPUT_EXP_RANGE[1] else options.input_exp - 2)
+
+
+def predict_question(options: PrecisionOptions) -> str:
+    other = what_if(options)
+    return (
+        f"Now with inputs × 1e{other.input_exp} instead of × 1e{options.input_exp}: will fp16 autocast without a "
+        "scaler move the weights at every step?"
+    )
 
 
 def predicted_answer(result: PrecisionResult) -> str:
     return "Yes" if all(result.run("fp16").stepped) else "No"
+
+
+def predicted_evidence(result: PrecisionResult) -> str:
+    """What the other setting's fp16 run did: the steps that moved the weights, then why, from its sentences."""
+    fp16 = result.run("fp16")
+    moved = f"At inputs × 1e{result.options.input_exp}, fp16 autocast moved the weights at {sum(fp16.stepped)} of "
+    return " ".join([moved + f"{len(fp16.stepped)} steps.", *run_sentences(fp16)])
 
 
 def layer_rows(result: PrecisionResult) -> list[dict]:

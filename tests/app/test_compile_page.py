@@ -98,3 +98,18 @@ def test_bad_link_values_get_notices_and_defaults():
     at = open_page(PAGE, {"preset": "rm -rf", "dynamic": "maybe", "steps": "9999", "width": "abc"})
     assert not at.exception and len(at.warning) >= 4
     assert sum(bars(at)) == 3
+
+
+def test_the_prediction_asks_about_the_other_dynamic_mode_and_traces_it_once_answered():
+    """The newcomer's finding: it asked how many graphs under a chart titled "3 compiled"."""
+    from explorers.compiled import experiment as lab
+    from explorers.compiled import lesson
+    from explorers.compiled.experiment import CompileOptions
+
+    at = open_page(PAGE, {"dynamic": "false", "preset": "shapes", "steps": "6"})
+    question = at.radio(key="compile.predict")
+    assert "switch to `dynamic=None`" in question.label
+    other = lab.schedule(lab.parts(CompileOptions(preset="shapes", dynamic="none", steps=6))[1]).first(6)
+    expected = lesson.predicted_answer(other)
+    question.set_value(expected).run()
+    assert not at.exception and at.success and "`dynamic=None`" in at.success[0].value

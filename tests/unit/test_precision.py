@@ -117,7 +117,7 @@ def test_curves_that_coincide_say_so_and_nan_steps_are_marked_without_a_made_up_
     from explorers.precision.experiment import PrecisionOptions, run
 
     plain = charts.loss_figure(run(PrecisionOptions(seed=12)))
-    on_a_line = [t.name for t in plain.data if "'s line: at most" in t.name]
+    on_a_line = [t.name for t in plain.data if " apart)" in t.name and "(≈ " in t.name]
     assert on_a_line and all(t.yaxis in (None, "y") for t in plain.data)
     large = run(PrecisionOptions(input_exp=4, steps=5, seed=12))
     figure = charts.loss_figure(large)
