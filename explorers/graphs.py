@@ -62,6 +62,16 @@ def with_font(dot: graphviz.Digraph) -> graphviz.Digraph:
     return dot
 
 
+def captioned(dot_source: str, caption: str) -> str:
+    """The graph with `caption` (its settings and provenance) printed under it, as every exported chart carries its
+    own: a graph attribute set last in the root graph's body, so it labels the whole graph and nothing inside it."""
+    text = caption.replace("\\", "\\\\").replace('"', '\\"')
+    body, brace, _ = dot_source.rstrip().rpartition("}")
+    if not brace:
+        raise ValueError("not a DOT graph: no closing brace")
+    return f'{body}\tgraph [label="{text}" labelloc=b labeljust=l fontsize=11 fontname="{FONT}"]\n}}\n'
+
+
 def render(dot_source: str, fmt: str) -> bytes:
     """Lay out `dot_source` and return the image bytes; fmt is "svg" or "png"."""
     if fmt not in ("svg", "png"):

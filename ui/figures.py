@@ -84,7 +84,7 @@ def graph(dot_source: str, caption_text: str, file_stem: str) -> None:
     svg, png = st.columns(2)
     svg.download_button(
         "⬇ Graph as SVG",
-        lambda: graphs.render(dot_source, "svg"),
+        lambda: graphs.render(graphs.captioned(dot_source, caption_text), "svg"),
         f"{file_stem}.svg",
         mime="image/svg+xml",
         on_click="ignore",
@@ -92,7 +92,7 @@ def graph(dot_source: str, caption_text: str, file_stem: str) -> None:
     )
     png.download_button(
         "⬇ Graph as PNG",
-        lambda: graphs.render(dot_source, "png"),
+        lambda: graphs.render(graphs.captioned(dot_source, caption_text), "png"),
         f"{file_stem}.png",
         mime="image/png",
         on_click="ignore",
@@ -200,6 +200,7 @@ def lay_out(figure: go.Figure, caption_text: str, present: bool) -> go.Figure:
     figure.update_layout(font={"size": size, "color": "#222"}, title_font_size=title_size)
     if present:
         _grow_builder_text(figure, PRESENTING_FONT_SIZE / FONT_SIZE)
+        _readable_exponents(figure, size)
     y_labels_left, y_labels_height = _y_axis_room(figure, size, NARROW_FIGURE_PX[present])
     left = max(left, y_labels_left)
     right = max(right, _bar_text_room(figure, size))
@@ -229,6 +230,18 @@ def lay_out(figure: go.Figure, caption_text: str, present: bool) -> go.Figure:
     figure.update_xaxes(automargin=False, ticklabelstandoff=X_TICK_STANDOFF)
     _thin_log_ticks(figure)
     return figure
+
+
+SUPERSCRIPT_SHARE = 0.7  # plotly draws a power exponent (10^-3) at this share of its tick label's size
+PRESENTING_LEAST_PX = 16  # presenting, no text smaller: an exponent of 15.4 px could not be read from the back
+
+
+def _readable_exponents(figure: go.Figure, size: int) -> None:
+    """Presenting, a log axis labelled in powers gets tick labels large enough for their exponents."""
+    least = math.ceil(PRESENTING_LEAST_PX / SUPERSCRIPT_SHARE)
+    for axis in (*figure.select_xaxes(), *figure.select_yaxes()):
+        if axis.type == "log" and axis.exponentformat == "power":
+            axis.tickfont.size = max(axis.tickfont.size or size, least)
 
 
 def _grow_builder_text(figure: go.Figure, scale: float) -> None:

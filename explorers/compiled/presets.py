@@ -76,7 +76,7 @@ def _growing(step: int) -> int:
 PRESETS: dict[str, Preset] = {
     "clean": Preset("Clean blocks", Blocks, "return self.head(self.body(x))", _fixed),
     "branch": Preset("A branch on a tensor's value", Branching, "if h.sum() > 0:", _fixed),
-    "item": Preset("`.item()` in forward", Logging, "self.last_scale = h.abs().mean().item()", _fixed),
+    "item": Preset(".item() in forward", Logging, "self.last_scale = h.abs().mean().item()", _fixed),
     "shapes": Preset("A new input shape every step", Blocks, "batch size 16, 17, 18, …", _growing),
     "global": Preset(
         "A Python counter read from a global",

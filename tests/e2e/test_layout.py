@@ -88,7 +88,8 @@ TEXT_RUNS = """() => {
     }
     return runs;
   }"""
-CHART_TEXT_PX = """() => [...document.querySelectorAll("[data-testid='stPlotlyChart'] text")]
+# tspans too: plotly draws a power's exponent (10^-3) as a smaller tspan inside its tick label
+CHART_TEXT_PX = """() => [...document.querySelectorAll("[data-testid='stPlotlyChart'] :is(text, tspan)")]
     .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0)
     .map(t => [parseFloat(getComputedStyle(t).fontSize), t.textContent.trim().slice(0, 50)])"""
 # Every part of every plotly chart that holds text, with its box; and each plot area's height.

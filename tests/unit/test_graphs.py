@@ -34,3 +34,17 @@ def test_unknown_format_is_refused(source):
 def test_the_same_run_gives_the_same_dot_text(source):
     again = autograd.run(autograd.AutogradOptions(preset="scalar"), ["forward"]).graph_source
     assert again == source and "n0" in source
+
+
+@needs_engine
+def test_an_exported_graph_carries_its_caption_under_it_as_every_chart_does(source):
+    """The newcomer's finding: the DDP graph's PNG and SVG exports had no settings caption."""
+    clustered = 'digraph ddp {\n\tsubgraph cluster_node0 {\n\t\tlabel="node 0"\n\t\ta\n\t}\n\ta -> b\n}\n'
+    caption = 'DDP topology · world_size 2 · a "quoted" word'
+    for dot in (source, clustered):
+        svg = graphs.render(graphs.captioned(dot, caption), "svg").decode()
+        assert "DDP topology · world_size 2 · a &quot;quoted&quot; word" in svg
+        assert svg.count('class="node"') == graphs.render(dot, "svg").decode().count('class="node"')
+    assert (
+        ">node 0<" in graphs.render(graphs.captioned(clustered, caption), "svg").decode()
+    )  # the cluster keeps its own

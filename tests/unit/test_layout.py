@@ -138,3 +138,19 @@ def test_no_two_explorer_modules_import_each_other_and_no_lab_reaches_into_one_b
     between = {(a, b) for a, b in between if a != b and a in labs and b in labs}
     assert not {(a, b) for a, b in between if (b, a) in between}
     assert not [b for a, b in between if a == "explorers.memory"]  # the labs built on it reach down, never up
+
+
+def test_presenting_a_log_axis_in_powers_draws_its_exponents_at_sixteen_px_or_more():
+    """The newcomer's finding: the Gradients lab's exponents were 15.4 px while presenting (70% of 22 px)."""
+    import plotly.graph_objects as go
+
+    from ui import figures
+
+    def figure() -> go.Figure:
+        drawn = go.Figure(go.Scatter(x=[1, 2, 3], y=[1e-6, 1e-3, 1.0]))
+        return drawn.update_yaxes(type="log", exponentformat="power")
+
+    laid_out = figures.lay_out(figure(), "A caption", True)
+    assert laid_out.layout.yaxis.tickfont.size * figures.SUPERSCRIPT_SHARE >= 16
+    plain = figures.lay_out(figure(), "A caption", False)
+    assert plain.layout.yaxis.tickfont.size is None  # not presenting: as the builder drew it
