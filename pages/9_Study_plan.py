@@ -43,7 +43,8 @@ for day in plan.DAYS:
             weakest_drills = practice.weakest()
             if weakest_drills:
                 st.markdown("**Your weakest Fix-the-loop drills**")
-                st.markdown("\n".join(f"- {practice.describe(s)}" for s in weakest_drills))
+                for score in weakest_drills:  # each a link back to its drill and seed, to redo it
+                    st.page_link(practice.PAGE, label=practice.describe(score), query_params=practice.link(score))
             else:
                 st.caption(practice.NO_DRILLS_YET)
 

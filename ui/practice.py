@@ -92,6 +92,11 @@ def weakest(count: int = 5) -> list[Score]:
     return sorted(scores(), key=lambda s: s.points)[:count]
 
 
+def link(s: Score) -> dict[str, str]:
+    """The query that reopens a scored drill on its seed (its opaque id: the name would give the bug away)."""
+    return {"drill": DRILLS[s.drill].link_id, "seed": str(s.seed)}
+
+
 def describe(s: Score) -> str:
     time_taken = f"solved in {s.seconds:.0f} s" if s.seconds is not None else "not solved yet"
     if not s.attempts:

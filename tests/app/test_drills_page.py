@@ -176,7 +176,9 @@ def test_a_timed_set_opens_five_drills_and_its_scores_reach_the_study_plan():
     assert at.button(key="set-start")
     at.switch_page("pages/9_Study_plan.py").run()
     assert any("weakest Fix-the-loop drills" in m.value for m in at.markdown)
-    assert any(drill.title in m.value and "1 attempt" in m.value for m in at.markdown)
+    links = [link.proto for link in at.get("page_link") if "1 attempt" in link.proto.label]
+    assert links and drill.title in links[0].label and links[0].page == "Fix_the_loop"  # day 7 links back to it
+    assert f"drill={drill.link_id}" in links[0].query_string and drill.name not in links[0].query_string
 
 
 def test_the_mock_interview_draws_a_drill_as_its_coding_question():
@@ -199,8 +201,8 @@ def test_a_timed_set_shows_which_drill_is_open_and_solved_and_ends_with_a_result
     result = at.info[0].value
     assert result.startswith("Set ended: 1 of 5 solved in 0:") and result.count("Drill ") == 4
     at.switch_page("pages/9_Study_plan.py").run()
-    unsolved = [m.value for m in at.markdown if "not answered in a timed set" in m.value]
-    assert unsolved and unsolved[0].count("not answered in a timed set") == 4
+    unsolved = [link.proto.label for link in at.get("page_link") if "not answered in a timed set" in link.proto.label]
+    assert len(unsolved) == 4
 
 
 def test_a_timed_set_whose_clock_ran_out_ends_itself_with_its_result():
