@@ -200,13 +200,15 @@ class LabPage:
     def workbench(self, beside: bool = True):
         """(controls, stage): the main figure sits beside the knobs, so it is on screen at first sight.
 
-        A figure too wide to share the row (`beside=False`) goes under a compact settings box instead.
+        A figure too wide to share the row (`beside=False`) goes under a compact settings box instead, and so does
+        every figure when presenting: the settings fold into one line above it, where a column beside it would
+        stand empty under the folded settings.
         """
-        if not beside:
+        if not beside or self.presenting:
             with st.container(key="workbench-stacked"):
                 return st.container(), st.container()
         with st.container(key="workbench"):  # on a phone the columns stack: assets/style.css puts the stage first
-            return st.columns([1, 3] if self.presenting else [2, 3], gap="large")
+            return st.columns([2, 3], gap="large")
 
     def sync_url(self) -> None:
         """Write every value into the URL, and show that link ready to copy in the sidebar."""
