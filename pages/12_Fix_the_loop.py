@@ -121,7 +121,7 @@ st.pills(
     selection_mode="multi",
     key=page.key("lines"),
 )
-fix_choices = (NO_FIX, *drill.options)
+fix_choices = (NO_FIX, *drill.options_shown(seed))
 st.radio(lesson.QUESTION_FIX, fix_choices, key=page.key("fix"), format_func=lambda k: lesson.fix_label(k, NO_FIX))
 answer_ready = bool(page.value("lines")) and page.value("fix") != NO_FIX
 

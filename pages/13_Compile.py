@@ -92,16 +92,36 @@ with st.expander("Each call: batch size, graphs, the guard that failed"):
 st.subheader("Cost against payoff: inductor, one training step")
 payoff_options = PayoffOptions(options.preset, options.width, seed=options.seed)
 payoff = runs.cached(lab.measure, payoff_options)
+CANCELLED_KEY = key("payoff-cancelled")
+
+
+def cancel_payoff() -> None:
+    st.session_state[CANCELLED_KEY] = runs.cancel_kept(lab.measure, payoff_options)
+
+
 if payoff is None:
+    running = runs.kept(lab.measure, payoff_options) is not None  # started here earlier, still compiling
     offer = st.empty()  # the offer goes once the run starts: the figure takes its place
     with offer.container():
+        if st.session_state.pop(CANCELLED_KEY, False):
+            st.info(lesson.PAYOFF_CANCELLED, icon=":material/cancel:")
         st.caption(lesson.PAYOFF_COLD)
-        clicked = st.button("Compile and time it", icon=":material/bolt:", key=key("payoff"))
-    if clicked:
+        clicked = not running and st.button("Compile and time it", icon=":material/bolt:", key=key("payoff"))
+    if clicked or running:
         offer.empty()
+        stop = st.empty()
+        with stop.container():
+            st.caption(lesson.PAYOFF_GOES_ON)
+            st.button("Cancel the compile", icon=":material/cancel:", key=key("payoff-cancel"), on_click=cancel_payoff)
         payoff = runs.run(
-            lab.measure, payoff_options, label="Compiling with inductor", timeout_s=runs.longer_limit(2), long=True
+            lab.measure,
+            payoff_options,
+            label="Compiling with inductor, then timing",
+            timeout_s=runs.longer_limit(2),
+            long=True,
+            keep=True,
         )
+        stop.empty()
 if payoff is not None:
     figures.plotly(
         charts.payoff_figure(payoff),

@@ -200,11 +200,15 @@ class LabPage:
     def workbench(self, beside: bool = True):
         """(controls, stage): the main figure sits beside the knobs, so it is on screen at first sight.
 
-        A figure too wide to share the row (`beside=False`) goes under a compact settings box instead, and so does
-        every figure when presenting: the settings fold into one line above it, where a column beside it would
+        A figure too wide to share the row (`beside=False`) goes under a compact settings box instead. Presenting,
+        the figure takes the whole width and the settings fold into one line under it: a column beside it would
         stand empty under the folded settings.
         """
-        if not beside or self.presenting:
+        if self.presenting:
+            with st.container(key="workbench-presenting"):
+                stage, controls = st.container(), st.container()
+                return controls, stage
+        if not beside:
             with st.container(key="workbench-stacked"):
                 return st.container(), st.container()
         with st.container(key="workbench"):  # on a phone the columns stack: assets/style.css puts the stage first

@@ -19,7 +19,7 @@ from typing import Any
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from explorers.engine import Cancelled, Progress, Run, RunFailed, default_engine
+from explorers.engine import Cancelled, Progress, Run, RunFailed, default_engine, experiment_key
 
 POLL_S = 0.1
 # The bar is redrawn at most this often. Each redraw is a delta the browser answers by re-rendering the
@@ -33,14 +33,18 @@ def start_engine() -> None:
     default_engine()
 
 
-def _show(bar, label: str, progress: Progress) -> None:
+SHOW_CLOCK_AFTER_S = 2.0  # a run this old shows its seconds: a step that takes a minute (a compile) still moves
+
+
+def _show(bar, label: str, progress: Progress, elapsed_s: float = 0.0) -> None:
+    clock = f" · {elapsed_s:.0f} s" if elapsed_s >= SHOW_CLOCK_AFTER_S else ""
     if progress.queued_behind:
         ahead = progress.queued_behind
         bar.progress(0.0, text=f"{label}: waiting for a free worker, {ahead} run{'s' * (ahead > 1)} ahead of yours")
     elif progress.total:
-        bar.progress(progress.fraction, text=f"{label}: {progress.done} of {progress.total}")
+        bar.progress(progress.fraction, text=f"{label}: {progress.done} of {progress.total}{clock}")
     else:
-        bar.progress(0.0, text=f"{label}: starting…")
+        bar.progress(0.0, text=f"{label}: starting…{clock}")
 
 
 def _failed(label: str, error: Exception) -> None:
@@ -62,10 +66,41 @@ def longer_limit(factor: float) -> float:
 
 
 def run(
-    fn: Callable, options: Any, *, label: str, timeout_s: float | None = None, priority: int = 0, long: bool = False
+    fn: Callable,
+    options: Any,
+    *,
+    label: str,
+    timeout_s: float | None = None,
+    priority: int = 0,
+    long: bool = False,
+    keep: bool = False,
 ) -> Any:
-    """`fn(options)` on the engine, with progress; a failure shows its message and stops the page."""
-    return run_all([(fn, options)], label=label, timeout_s=timeout_s, priority=priority, long=long)[0]
+    """`fn(options)` on the engine, with progress; a failure shows its message and stops the page.
+
+    `keep`: a run that takes minutes goes on when the page is left, and its result is cached for the return
+    (`kept` finds it still running); only `cancel_kept` stops it."""
+    started = Started([(fn, options)], timeout_s=timeout_s, priority=priority, long=long, keep=keep)
+    return started.results(label=label)[0]
+
+
+KEPT_KEY = "_kept_runs"  # this session's runs that go on when the page is left: experiment key -> (Run, started at)
+
+
+def kept(fn: Callable, options: Any) -> float | None:
+    """When this session started a kept run of `fn(options)` that is still running (time.monotonic()), else None."""
+    held = st.session_state.get(KEPT_KEY, {}).get(experiment_key(fn, options))
+    if held is None or held[0].done:
+        return None
+    return held[1]
+
+
+def cancel_kept(fn: Callable, options: Any) -> bool:
+    """Stop this session's kept run of `fn(options)` (it goes on if another session waits for it too)."""
+    held = st.session_state.get(KEPT_KEY, {}).pop(experiment_key(fn, options), None)
+    if held is None or held[0].done:
+        return False
+    held[0].cancel()
+    return True
 
 
 def run_all(
@@ -114,13 +149,16 @@ class Started:
         priority: int,
         long: bool,
         first_alone: bool = False,
+        keep: bool = False,
     ) -> None:
-        self._requests, self._handles = list(requests), []
+        self._requests, self._handles, self._keep = list(requests), [], keep
+        held = st.session_state.get(KEPT_KEY, {}).get(experiment_key(*self._requests[0])) if keep else None
+        self._started_at = held[1] if held and not held[0].done else time.monotonic()  # a return: the first start
         self._submit = dict(timeout_s=timeout_s, session=_session(), long=long)
         self._priority = priority
         # A script stopped between `start` and `results` (a control changed meanwhile) drops this object with
         # its module: its runs are left then, and cancelled unless another session waits for them.
-        weakref.finalize(self, _leave, self._handles)
+        self._left = weakref.finalize(self, _leave, self._handles)
         for _ in range(1 if first_alone else len(self._requests)):
             self._submit_next()
 
@@ -146,7 +184,7 @@ class Started:
                     nonlocal redrawn_at
                     if time.monotonic() - redrawn_at >= REDRAW_S:
                         redrawn_at = time.monotonic()
-                        _show(bar, part, progress)
+                        _show(bar, part, progress, redrawn_at - self._started_at)
 
                 value = handle.result(on_poll=show, poll_s=POLL_S)
                 results.append(value)
@@ -159,10 +197,24 @@ class Started:
                 bar.empty()
             _failed(label, error)
         finally:
-            _leave(handles)
+            if self._keep and not all(h.done for h in handles):  # left while running: it goes on, for the return
+                self._left.detach()
+                _hold(handles, self._requests, self._started_at)
+            else:
+                _leave(handles)
         if bar is not None:
             bar.empty()
         return results
+
+
+def _hold(handles: list[Run], requests: list[tuple[Callable, Any]], started_at: float) -> None:
+    held = st.session_state.setdefault(KEPT_KEY, {})
+    for handle, (fn, options) in zip(handles, requests, strict=False):
+        key = experiment_key(fn, options)
+        earlier = held.get(key)
+        if earlier is not None and earlier[0] is not handle:
+            earlier[0].cancel()  # the same run, held twice: one hold is enough
+        held[key] = (handle, earlier[1] if earlier else started_at)
 
 
 def _leave(handles: list[Run]) -> None:

@@ -65,6 +65,11 @@ STATEMENTS: dict[str, Statement] = {
 }
 
 PREDICT_CHOICES = ["None", "1", "2", "More than 2"]
+PAYOFF_GOES_ON = (
+    "The first step waits for inductor to compile, which takes tens of seconds on a CPU. The run goes on if you leave "
+    "this page, and its result is kept: come back and it is here."
+)
+PAYOFF_CANCELLED = "The compile was cancelled: nothing was measured. Start it again when you like."
 PAYOFF_COLD = (
     "Not measured yet for this model and width. Compiling with inductor takes tens of seconds on this "
     "machine the first time; the result is then kept for every visitor to the same setting."
@@ -156,6 +161,12 @@ def recompile_sentences(r: Recompiles) -> list[str]:
             lines.append(f"Call {step} recompiled because a guard failed: `{guard}`.")
         else:
             lines.append(f"At call {step} a guard failed (`{guard}`), and dynamo compiled nothing new.")
+        recompiled = [i for i, s in reasons[1:] if s.graphs_compiled]
+        failed_only = [i for i, s in reasons[1:] if not s.graphs_compiled]
+        if recompiled:
+            lines.append(f"Guards failed again at {series('call', recompiled)}, each recompiling (the table has why).")
+        if failed_only:
+            lines.append(f"At {series('call', failed_only)} a guard failed and dynamo compiled nothing new.")
     most = max((s.graph_calls for s in r.steps), default=0)
     fewer = [i for i, s in enumerate(r.steps, 1) if s.graph_calls < most]
     if r.limit_hit:

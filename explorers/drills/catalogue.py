@@ -95,9 +95,14 @@ class Drill:
 
     @property
     def options(self) -> tuple[str, ...]:
-        """The right fix among the others, in an order of the drill's own (the same for everyone, shuffled)."""
-        keys = [self.fix, *self.decoys]
-        random.Random(self.name).shuffle(keys)
+        """The right fix among the others (as a set: `options_shown` gives the order on screen)."""
+        return (self.fix, *self.decoys)
+
+    def options_shown(self, seed: int) -> tuple[str, ...]:
+        """The options in an order drawn from the drill and the seed: the same for everyone on one seed, and a
+        position remembered from one seed says nothing on the next."""
+        keys = list(self.options)
+        random.Random(f"{self.name}-{seed}").shuffle(keys)
         return tuple(keys)
 
     def kind_hides_the_answer(self) -> bool:
@@ -137,7 +142,7 @@ DRILLS: dict[str, Drill] = {
             loops.train_mode_never_restored,
             (),
             "train_each_epoch",
-            ("remove_eval", "seed_validation", "lower_lr", "clip"),
+            ("remove_eval", "eval_for_validation", "seed_validation", "lower_lr"),
             ("eval_in_training",),
             also_accepted=("model.eval()", "bench.epoch("),
             missing_between=("for epoch in range", "for x, y in loader:"),
@@ -148,7 +153,7 @@ DRILLS: dict[str, Drill] = {
             loops.validation_in_train_mode,
             (),
             "eval_for_validation",
-            ("seed_validation", "train_each_epoch", "lower_lr", "clip"),
+            ("train_each_epoch", "batchnorm_eval_in_training", "seed_validation", "lower_lr"),
             ("train_in_validation", "reported_gap"),
             also_accepted=("accuracy = ",),
             missing_between=("bench.log(", "with torch.no_grad():"),
@@ -206,7 +211,7 @@ DRILLS: dict[str, Drill] = {
             loops.unshuffled_sorted_data,
             ("shuffle=False",),
             "shuffle",
-            ("reseed_each_epoch", "seed_validation", "lower_lr", "double_batch"),
+            ("keep_last_batch", "train_each_epoch", "reseed_each_epoch", "lower_lr"),
             ("one_class_batches", "metric_gap"),
         ),
         D(
@@ -244,7 +249,7 @@ DRILLS: dict[str, Drill] = {
             loops.sampler_without_set_epoch,
             (),
             "set_epoch",
-            ("loader_shuffle", "reseed_each_epoch", "lower_lr", "clip"),
+            ("loader_shuffle", "train_each_epoch", "reseed_each_epoch", "lower_lr"),
             ("same_order",),
             also_accepted=("sampler = ",),
             missing_between=("for epoch in range", "for x, y in loader:"),

@@ -6,7 +6,7 @@ learning rate), and the lab runs them as it runs the right one. `apply` returns 
 source, or None where the fix has nothing to edit in that loop.
 
 A fix is a *reflex* when it can be tried on any loop without reading it (a learning rate, clipping,
-another optimizer, another batch size): a drill offers its right fix among decoys of the same kind,
+another optimizer, another batch size, a reseed): a drill offers its right fix among decoys of the same kind,
 so the kind of an option never singles out the answer (explorers/drills/catalogue.py).
 """
 
@@ -126,6 +126,7 @@ FIXES: dict[str, Fix] = {
     "seed_validation": Fix(
         "Seed torch before validating: `torch.manual_seed(0)`",
         (Edit(VALIDATION, "insert_before", "torch.manual_seed(0)"),),
+        reflex=True,
     ),
     "item_for_logging": Fix(
         "Sum each loss's `.item()`, a float, not the loss tensor",
@@ -167,7 +168,7 @@ FIXES: dict[str, Fix] = {
         (Edit("F.mse_loss(model(x), y)", "replace", 'F.mse_loss(model(x), y, reduction="sum")'),),
     ),
     "nll_on_probabilities": Fix(
-        "Use `F.nll_loss`, which expects probabilities, on the softmax",
+        "Use `F.nll_loss` on the softmax instead of `F.cross_entropy`",
         (Edit("F.cross_entropy(model(x).softmax(dim=1), y)", "replace", "F.nll_loss(model(x).softmax(dim=1), y)"),),
     ),
     "softmax_over_batch": Fix(
@@ -224,6 +225,11 @@ FIXES: dict[str, Fix] = {
     "reseed_each_epoch": Fix(
         "Reseed torch every epoch: `torch.manual_seed(epoch)`",
         (Edit(BATCHES, "insert_before", "torch.manual_seed(epoch)"),),
+        reflex=True,
+    ),
+    "keep_last_batch": Fix(
+        "Keep the incomplete last batch: `drop_last=False`",
+        (Edit("drop_last=True)", "replace", "drop_last=False)"),),
     ),
     "batchnorm_eval_in_training": Fix(
         "Keep BatchNorm in eval mode while training: `model.body.bn.eval()` after `model.train()`",

@@ -105,6 +105,9 @@ class StepRecord:
     update_ratios: dict[str, float]  # per layer: ‖Δw‖ / ‖w‖ over this step
     not_in_optimizer: tuple[str, ...]  # model parameters this optimizer does not hold
     samples: tuple[int, ...] = ()  # the sample indices read since the step before: what this step learned from
+    # per layer: the cosine between .grad and what backward produced since the last step (1: that gradient, scaled
+    # or not, as clipping leaves it; below 1: something else mixed in, such as an earlier step's gradient)
+    grad_cosines: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -157,6 +160,13 @@ def _layer(name: str) -> str:
 
 def _norm(tensors: list[torch.Tensor]) -> float:
     return math.sqrt(sum(float(t.detach().double().pow(2).sum()) for t in tensors))
+
+
+def _cosine(grads: list[torch.Tensor], fresh: list[torch.Tensor]) -> float:
+    """The cosine between two lists of tensors taken as one vector each (float64); 0 where either is zero."""
+    dot = sum(float((g.detach().double() * f.double()).sum()) for g, f in zip(grads, fresh, strict=True))
+    size = _norm(grads) * _norm(fresh)
+    return dot / size if size else 0.0
 
 
 class Bench:
@@ -314,6 +324,11 @@ class Bench:
                 for layer, gs in grads.items()
             }
             self._step_fresh = {layer: _norm(fs) for layer, fs in fresh.items()}
+            self._step_cosines = {
+                layer: _cosine(grads[layer], fresh[layer])
+                for layer in fresh
+                if fresh[layer] and all(g is not None for g in grads[layer]) and len(grads[layer]) == len(fresh[layer])
+            }
             self._step_missing = tuple(name for name, p in named.items() if id(p) not in held)
             self._fresh = {}
             self._before_step = {name: p.detach().clone() for name, p in named.items()}
@@ -331,7 +346,13 @@ class Bench:
             self._reads_at_step = len(self._reads)
             self.recording.steps.append(
                 StepRecord(
-                    len(self.recording.losses), self._step_grads, self._step_fresh, ratios, self._step_missing, samples
+                    len(self.recording.losses),
+                    self._step_grads,
+                    self._step_fresh,
+                    ratios,
+                    self._step_missing,
+                    samples,
+                    self._step_cosines,
                 )
             )
 

@@ -145,7 +145,8 @@ STATEMENTS: dict[str, Statement] = {
             "BatchNorm in training mode normalises each channel with the batch's own statistics, so it needs "
             "more than one value per channel. On (N, C) input, as this lab's `BatchNorm1d` gets, a batch of one "
             "sample has one value per channel and raises *Expected more than 1 value per channel when "
-            "training*; one sample of (N, C, L) input or of an image has a value per position, and trains. "
+            "training*; one sample of (N, C, L) input with L > 1, or of an image larger than one pixel, has a value "
+            "per position, and trains. "
             "`drop_last=True` drops the short last batch."
         ),
         scope="nn.BatchNorm1d and nn.BatchNorm2d in train(); in eval() with running statistics (the default) a "
@@ -218,7 +219,7 @@ EXPLAINS = {  # drill -> the statements that say what its bug is, shown once the
     "learning_rate_too_high": ("sgd_step_scales", "clipping_scales"),
     "unshuffled_sorted_data": ("unshuffled_order",),
     "accumulation_undivided": ("accumulation_sum",),
-    "optimizer_before_new_head": ("optimizer_holds_tensors", "zero_grad_clears"),
+    "optimizer_before_new_head": ("optimizer_holds_tensors",),
     "in_place_on_saved": ("in_place_saved", "cross_entropy_on_logits"),
     "sampler_without_set_epoch": ("set_epoch",),
     "batchnorm_batch_of_one": ("batchnorm_needs_two",),
@@ -283,6 +284,12 @@ def symptom(finding: Finding) -> str:
         return (
             f"At `optimizer.step()`, `{m['layer']}`'s `.grad` was a median ×{m['ratio']:.2g} the gradient backward "
             f"produced for that step (over {m['steps']} steps): it held more than the step's own gradient."
+        )
+    if kind == "grad_mixed":
+        return (
+            f"At `optimizer.step()`, `{m['layer']}`'s `.grad` was not the gradient backward produced for that step: "
+            f"their cosine was a median {m['cosine']:.2f} over {m['steps']} steps (1 when `.grad` is that gradient, "
+            "scaled or not)."
         )
     if kind == "grad_lost":
         return (

@@ -123,6 +123,7 @@ def compare(run: Recording, correct: Recording, shown: Recording | None = None) 
             _never_changed,
             _zero_grad_at_step,
             _grad_carryover,
+            _grad_mixed,
             _grad_lost,
             _gradient_gap,
             _update_gap,
@@ -272,6 +273,29 @@ def _grad_carryover(run: Recording, correct: Recording) -> Finding | None:
     if mine and mine[0] >= CARRYOVER and (theirs is None or theirs[0] < CARRYOVER):
         ratio, layer, steps = mine
         return Finding("grad_carryover", {"ratio": ratio, "layer": layer, "steps": steps})
+    return None
+
+
+MIXED_COSINE = 0.99  # a median cosine below this between .grad and the step's own gradient: something mixed in
+
+
+def _median_cosine(r: Recording) -> tuple[float, str, int] | None:
+    """The layer whose .grad at optimizer.step() pointed, as a median over the steps, farthest from the gradient
+    backward produced for that step: (median cosine, layer, steps). Scaling (clipping) leaves a cosine of 1."""
+    cosines: dict[str, list[float]] = {}
+    for step in r.steps:
+        for layer, cosine in step.grad_cosines.items():
+            cosines.setdefault(layer, []).append(cosine)
+    medians = [(statistics.median(values), layer, len(values)) for layer, values in cosines.items()]
+    return min(medians) if medians else None
+
+
+def _grad_mixed(run: Recording, correct: Recording) -> Finding | None:
+    """.grad at the step was not this step's gradient, however scaled: an earlier step's was still in it."""
+    mine, theirs = _median_cosine(run), _median_cosine(correct)
+    if mine and mine[0] < MIXED_COSINE and (theirs is None or theirs[0] >= MIXED_COSINE):
+        cosine, layer, steps = mine
+        return Finding("grad_mixed", {"cosine": cosine, "layer": layer, "steps": steps})
     return None
 
 

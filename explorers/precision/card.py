@@ -23,7 +23,8 @@ def answer_card(result: PrecisionResult) -> AnswerCard:
         question=QUESTION,
         requirement=(
             "The same model trained to the same loss in less memory and time; no step lost to overflow, no "
-            "gradient lost to underflow. Assumed: a CPU here; the same autocast and GradScaler calls on a GPU."
+            "gradient lost to underflow. Assumed: a CPU here; the same autocast and GradScaler calls on a GPU, whose "
+            "autocast op lists differ from the CPU's (CUDA's float32 list holds layer_norm, for one)."
         ),
         mechanism=" ".join(lesson.STATEMENTS[k].text for k in ("autocast", "formats", "scaler")),
         evidence="On this run: " + " ".join(evidence),

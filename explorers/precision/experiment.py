@@ -92,6 +92,12 @@ class PrecisionRun:
     warnings: tuple[str, ...] = ()
     nonfinite_from: int | None = None  # the first step after which some weight held inf or nan
 
+    @property
+    def updates(self) -> tuple[bool, ...]:
+        """Per step while the weights stayed finite, whether it moved them: a step that turned a weight into inf or
+        nan changed it, but trained nothing, so it and the steps after it are left out."""
+        return self.stepped[: self.nonfinite_from - 1] if self.nonfinite_from else self.stepped
+
 
 @dataclass(frozen=True)
 class PrecisionResult:

@@ -29,11 +29,12 @@ STATEMENTS: dict[str, Statement] = {
     "autocast": Statement(
         text=(
             "Inside `torch.autocast`, ops on its lower-precision list (matmul, linear's addmm, conv) run on "
-            "lower-precision copies of their inputs, ops on its float32 list run in float32, and the parameters "
-            "themselves stay float32; their gradients are float32 too."
+            "lower-precision copies of their inputs, ops on its float32 list run in float32, ops on neither run in "
+            "the dtype of the inputs they get, and the parameters themselves stay float32; their gradients are "
+            "float32 too."
         ),
         scope="float32 inputs of ops called inside the autocast region on its device (the CPU lists of torch 2.13 "
-        "here; float64 inputs stay float64); other ops run in the dtype of the inputs they get",
+        "here; CUDA's lists differ, its float32 list holds layer_norm; float64 inputs stay float64)",
         source=f"{AMP_DOC}#autocast-op-reference",
     ),
     "scaler": Statement(
@@ -104,12 +105,12 @@ def run_sentences(run: PrecisionRun) -> list[str]:
             + ", ".join(f"`{layer}` {c.grad_rounded_to_zero} of {c.grad_values}" for layer, c in rounded)
             + "."
         )
-    finite_steps = run.stepped[: run.nonfinite_from] if run.nonfinite_from else run.stepped
-    still = [i for i, s in enumerate(finite_steps, 1) if not s]
+    updates = run.updates
+    still = [i for i, s in enumerate(updates, 1) if not s]
     if still:
         lines.append(
-            f"{name}: the weights did not change at {series('step', still)} ({sum(finite_steps)} of "
-            f"{len(finite_steps)} steps with finite weights moved them)."
+            f"{name}: the weights did not change at {series('step', still)} ({sum(updates)} of "
+            f"{len(updates)} steps that left the weights finite moved them)."
         )
     if run.nonfinite_from:
         lines.append(f"{name}: from step {run.nonfinite_from} on, some weights held inf or nan.")
@@ -168,15 +169,15 @@ def bf16_sentence(result: PrecisionResult) -> str:
 
     def trouble(run: PrecisionRun) -> tuple[int, int, int]:  # inf or nan outputs, underflowed grads, steps moved
         return (sum(c.inf + c.nan for c in run.layers.values()), sum(c.grad_underflow for c in run.layers.values()),
-                sum(run.stepped))  # fmt: skip
+                sum(run.updates))  # fmt: skip
 
     b, f = trouble(bf16), trouble(fp16)
     steps = len(bf16.stepped)
     return (
         f"At these settings, with no scaler, at step 1 bf16 had {count(b[0], 'inf or nan output')} and "
         f"{count(b[1], 'underflowed gradient value')}, fp16 {count(f[0], 'inf or nan output')} and "
-        f"{count(f[1], 'underflowed gradient value')}; bf16 moved the weights at {b[2]} of {steps} steps, fp16 at "
-        f"{f[2]}."
+        f"{count(f[1], 'underflowed gradient value')}; bf16 moved the weights, and left them finite, at {b[2]} of "
+        f"{steps} steps, fp16 at {f[2]}."
     )
 
 
@@ -228,14 +229,18 @@ def predict_question(options: PrecisionOptions) -> str:
 
 
 def predicted_answer(result: PrecisionResult) -> str:
-    return "Yes" if all(result.run("fp16").stepped) else "No"
+    fp16 = result.run("fp16")
+    return "Yes" if len(fp16.updates) == len(fp16.stepped) and all(fp16.updates) else "No"
 
 
 def predicted_evidence(result: PrecisionResult) -> str:
     """What the other setting's fp16 run did: the steps that moved the weights, then why, from its sentences."""
     fp16 = result.run("fp16")
-    moved = f"At inputs × 1e{result.options.input_exp}, fp16 autocast moved the weights at {sum(fp16.stepped)} of "
-    return " ".join([moved + f"{len(fp16.stepped)} steps.", *run_sentences(fp16)])
+    moved = (
+        f"At inputs × 1e{result.options.input_exp}, fp16 autocast moved the weights, and left them finite, at "
+        f"{sum(fp16.updates)} of {len(fp16.stepped)} steps."
+    )
+    return " ".join([moved, *run_sentences(fp16)])
 
 
 def layer_rows(result: PrecisionResult) -> list[dict]:

@@ -113,3 +113,18 @@ def test_the_prediction_asks_about_the_other_dynamic_mode_and_traces_it_once_ans
     expected = lesson.predicted_answer(other)
     question.set_value(expected).run()
     assert not at.exception and at.success and "`dynamic=None`" in at.success[0].value
+
+
+def test_every_call_whose_guard_failed_is_named_not_only_the_first():
+    """The audit's finding: with a new shape every call and dynamic=False the text named call 2 only, while the
+    table showed guard failures at calls 3 and 4 too."""
+    from explorers.compiled import experiment as lab
+    from explorers.compiled import lesson
+    from explorers.compiled.experiment import CompileOptions
+
+    recompiles = lab.schedule(lab.parts(CompileOptions(preset="shapes", dynamic="false", steps=5))[1]).first(5)
+    failed = [i for i, s in enumerate(recompiles.steps, 1) if s.reasons]
+    assert len(failed) >= 3
+    text = " ".join(lesson.recompile_sentences(recompiles))
+    for call in failed[1:]:
+        assert f" {call}" in text.split("Guards failed again at", 1)[-1] or f"At call {call}" in text

@@ -80,9 +80,9 @@ def test_the_prediction_asks_about_a_setting_not_on_screen_and_runs_it_once_answ
     at = open_page(PAGE, {"input_exp": "3", "seed": "21"})
     question = at.radio(key="precision.predict")
     assert "× 1e5 instead of × 1e3" in question.label
-    assert not [e for e in list(at.success) + list(at.error) if "moved the weights at" in e.value]  # not yet shown
+    assert not [e for e in list(at.success) + list(at.error) if "left them finite, at" in e.value]  # not yet shown
     expected = lesson.predicted_answer(run(PrecisionOptions(input_exp=5, seed=21)))
     question.set_value("Yes").run()
-    shown = [e.value for e in list(at.success) + list(at.error) if "moved the weights at" in e.value]
+    shown = [e.value for e in list(at.success) + list(at.error) if "left them finite, at" in e.value]
     assert shown and shown[0].startswith("Right." if expected == "Yes" else "Not quite")
-    assert "At inputs × 1e5, fp16 autocast moved the weights at" in shown[0]
+    assert "At inputs × 1e5, fp16 autocast moved the weights, and left them finite, at 0 of" in shown[0]

@@ -567,9 +567,9 @@ def test_batchnorm_needs_more_than_one_value_per_channel_in_training_only():
     nn.BatchNorm1d(5).eval()(torch.randn(1, 5))
     nn.BatchNorm1d(32).train()(torch.randn(1, 32, 10)).sum().backward()  # the audit's: one sample trains
     nn.BatchNorm2d(3).train()(torch.randn(1, 3, 4, 4)).sum().backward()
-    assert "one sample of (N, C, L) input or of an image has a value per position, and trains" in (
-        STATEMENTS["batchnorm_needs_two"].text
-    )
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel when training"):
+        nn.BatchNorm1d(8).train()(torch.randn(1, 8, 1))  # the audit's edge: L = 1 is one value per channel
+    assert "(N, C, L) input with L > 1, or of an image larger than one pixel" in STATEMENTS["batchnorm_needs_two"].text
     loader = DataLoader(TensorDataset(torch.arange(241)), batch_size=16, drop_last=True)
     assert all(len(b[0]) == 16 for b in loader)
 
@@ -784,3 +784,21 @@ def test_a_clamped_probability_gets_no_gradient_and_cross_entropy_on_the_logits_
     assert torch.all(direct.grad.abs().sum(dim=1) > 0)  # every sample, the confident wrong one most of all
     big = (logits * 100).requires_grad_()
     assert torch.isfinite(F.cross_entropy(big, y)) and not torch.isfinite(big.softmax(dim=1).log().sum())
+
+
+@pytest.mark.parametrize("seed", [17, 9001])  # the second audit's seeds, where clipping hid the size of .grad
+def test_clipping_without_zero_grad_is_caught_by_the_direction_of_grad_not_only_its_size(seed):
+    """Clipping rescales the carried-over .grad, so its size can look like one step's; its direction cannot."""
+    correct = run_loop(DrillOptions("forgot_zero_grad", seed).correct).recording
+    shown = run_loop(DrillOptions("forgot_zero_grad", seed)).recording
+    clipped = run_loop(DrillOptions("forgot_zero_grad", seed, "clip")).recording
+    judged = drills.compare(clipped, correct, shown)
+    assert judged.verdict != "equivalent" and "grad_mixed" in judged.kinds()
+    assert all(c > 0.9999 for step in correct.steps for c in step.grad_cosines.values())  # the correct loop: 1
+
+
+def test_no_offered_fix_says_something_false_about_the_api():
+    """The audit's finding: an option read "Use F.nll_loss, which expects probabilities": it takes log-probs."""
+    probabilities = torch.tensor([[0.7, 0.2, 0.1]])
+    assert F.nll_loss(probabilities, torch.tensor([0])).item() == pytest.approx(-0.7)  # -p, not -log p
+    assert not any("expects probabilities" in fix.label for fix in drills.FIXES.values())

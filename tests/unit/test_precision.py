@@ -125,3 +125,17 @@ def test_curves_that_coincide_say_so_and_nan_steps_are_marked_without_a_made_up_
     assert {t.name for t in marks} == {"fp16 autocast: nan or inf", "fp16 + GradScaler: nan or inf"}
     assert all(t.yaxis == "y2" and list(t.x) == [1, 2, 3, 4, 5] for t in marks)  # on an axis of their own
     assert len({t.y[0] for t in marks}) == 2 and "marked × along the top" in figure.layout.title.text
+
+
+def test_a_step_that_turned_the_weights_into_nan_is_not_counted_as_moving_them():
+    """The audit's finding: at inputs x1e6, loss x1e-12, scale 2^24, fp16 "moved the weights at 3 of 40 steps"
+    where none of the three was a training update."""
+    from explorers.precision import lesson
+    from explorers.precision.experiment import PrecisionOptions, run
+
+    result = run(PrecisionOptions(input_exp=6, loss_exp=-12, scale_exp=24, steps=12, seed=9001))
+    fp16 = result.run("fp16")
+    assert fp16.nonfinite_from is not None and sum(fp16.stepped) > sum(fp16.updates)
+    assert len(fp16.updates) == fp16.nonfinite_from - 1
+    assert f"fp16 at {sum(fp16.updates)}." in lesson.bf16_sentence(result)
+    assert lesson.predicted_answer(result) == "No"

@@ -85,7 +85,7 @@ def reporting(seconds: float, report=None) -> float:
 def test_a_long_run_redraws_its_progress_bar_a_few_times_a_second_not_at_every_poll(engine, monkeypatch):
     """Each redraw makes the browser re-render the page, on the cores the run needs."""
     redraws = []
-    monkeypatch.setattr(runs, "_show", lambda bar, label, progress: redraws.append(time.monotonic()))
+    monkeypatch.setattr(runs, "_show", lambda bar, label, progress, elapsed: redraws.append(time.monotonic()))
     started = time.monotonic()
     runs.run(reporting, 1.2, label="test")
     took = time.monotonic() - started
@@ -114,3 +114,58 @@ def test_runs_started_by_a_page_that_stopped_before_waiting_are_left_and_cancell
     while not handle.done and time.monotonic() < wait:
         time.sleep(0.05)
     assert handle._job.state == "cancelled"  # a 30 s run, ended at its next report
+
+
+class PageLeft(Exception):  # noqa: N818  (what Streamlit raises from the next st call when the page is left)
+    pass
+
+
+def _leave_at_the_second_redraw(monkeypatch) -> None:
+    calls = []
+
+    def show(bar, label, progress, elapsed):
+        calls.append(elapsed)
+        if len(calls) == 2:
+            raise PageLeft
+
+    monkeypatch.setattr(runs, "_show", show)
+
+
+def test_a_kept_run_goes_on_when_the_page_is_left_and_its_result_is_cached_for_the_return(engine, monkeypatch):
+    """The newcomer's finding: leaving the Compile lab threw a minute of compiling away without a word."""
+    _leave_at_the_second_redraw(monkeypatch)
+    with pytest.raises(PageLeft):
+        runs.run(reporting, 1.5, label="test", keep=True)
+    assert runs.kept(reporting, 1.5) is not None  # still running, held by this session
+    wait = time.monotonic() + 15
+    while engine.cached(reporting, 1.5) is None and time.monotonic() < wait:
+        time.sleep(0.1)
+    assert engine.cached(reporting, 1.5) is not None and runs.kept(reporting, 1.5) is None
+
+
+def test_a_kept_run_stops_when_cancelled_and_a_plain_one_when_left(engine, monkeypatch):
+    _leave_at_the_second_redraw(monkeypatch)
+    with pytest.raises(PageLeft):
+        runs.run(reporting, 20.0, label="test", keep=True)
+    handle = runs.st.session_state[runs.KEPT_KEY][runs.experiment_key(reporting, 20.0)][0]
+    assert runs.cancel_kept(reporting, 20.0) and not runs.cancel_kept(reporting, 20.0)
+    wait = time.monotonic() + 10
+    while not handle.done and time.monotonic() < wait:
+        time.sleep(0.05)
+    assert handle._job.state == "cancelled"
+    _leave_at_the_second_redraw(monkeypatch)
+    with pytest.raises(PageLeft):
+        runs.run(reporting, 21.0, label="test")  # not kept: left, and cancelled
+    assert runs.kept(reporting, 21.0) is None
+
+
+def test_a_run_past_two_seconds_shows_its_clock_so_a_long_step_still_moves():
+    shown = []
+
+    class Bar:
+        def progress(self, value, text):
+            shown.append(text)
+
+    runs._show(Bar(), "Compiling", runs.Progress(0, 21), 34.2)
+    runs._show(Bar(), "Compiling", runs.Progress(0, 21), 0.5)
+    assert shown == ["Compiling: 0 of 21 · 34 s", "Compiling: 0 of 21"]
