@@ -8,9 +8,9 @@ import streamlit as st
 from explorers import environment
 from ui import mock, plan
 from ui.catalogue import LABS
-from ui.frame import setup_page
+from ui.frame import start_page
 
-setup_page("Home", ":material/local_fire_department:")
+start_page("Home", ":material/local_fire_department:")
 st.title(":material/local_fire_department: PyTorch Explorer")
 st.markdown(
     "<p class='question'>Labs that show how PyTorch behaves inside a real training system. "

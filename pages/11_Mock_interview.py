@@ -5,9 +5,9 @@ import streamlit as st
 from explorers.drills import DRILLS
 from explorers.drills.catalogue import label
 from ui import drill, mock, plan, practice
-from ui.frame import presenting, setup_page
+from ui.frame import presenting, start_page
 
-setup_page("Mock interview", ":material/record_voice_over:")
+start_page("Mock interview", ":material/record_voice_over:")
 st.title(":material/record_voice_over: Mock interview")
 st.markdown(f"<p class='question'>{mock.QUESTION}</p>", unsafe_allow_html=True)
 st.button("New set of questions", icon=":material/shuffle:", on_click=mock.new_set)

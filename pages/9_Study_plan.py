@@ -4,9 +4,9 @@ import streamlit as st
 
 from ui import drill, mock, plan, practice
 from ui.catalogue import lab
-from ui.frame import setup_page
+from ui.frame import start_page
 
-setup_page("Study plan", ":material/event_note:")
+start_page("Study plan", ":material/event_note:")
 st.title(":material/event_note: Study plan")
 st.markdown(f"<p class='question'>{plan.QUESTION}</p>", unsafe_allow_html=True)
 

@@ -44,7 +44,7 @@ class IntField(Knob):
     high: int
 
     def parse(self, raw: str) -> int:
-        if not re.fullmatch(r"-?\d{1,12}", raw.strip()):
+        if not re.fullmatch(r"-?[0-9]{1,12}", raw.strip()):  # ASCII digits: int() would also read ١٢ as 12
             raise ValueError(f"`{self.name}` must be a whole number")
         value = int(raw)
         if not self.low <= value <= self.high:
@@ -63,7 +63,7 @@ class FloatField(Knob):
     high: float
 
     def parse(self, raw: str) -> float:
-        if not re.fullmatch(r"-?\d{1,6}(\.\d{1,6})?", raw.strip()):
+        if not re.fullmatch(r"-?[0-9]{1,6}(\.[0-9]{1,6})?", raw.strip()):
             raise ValueError(f"`{self.name}` must be a decimal number")
         value = float(raw)
         if not self.low <= value <= self.high:

@@ -121,6 +121,18 @@ def setup_page(title: str, icon: str) -> list[str]:
     return notices
 
 
+def start_page(title: str, icon: str) -> None:
+    """A page with no controls of its own (home, study plan, mock interview): the frame, and the link's problems
+    said as every lab says them; a link's unknown settings are then dropped from the address bar."""
+    notices = setup_page(title, icon)
+    query = {k: v for k, v in st.query_params.to_dict().items() if k != PRESENTING.name}
+    notices += read_query([], query)[1]
+    for notice in notices:
+        st.warning(notice, icon=":material/warning:")
+    if notices:
+        st.query_params.from_dict({PRESENTING.name: "1"} if presenting() else {})
+
+
 # The widget each kind of field draws unless its field names another.
 USUAL_WIDGET = {IntField: "slider", FloatField: "slider", ChoiceField: "selectbox", BoolField: "toggle"}
 

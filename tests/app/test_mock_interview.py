@@ -79,3 +79,14 @@ def test_a_question_that_continues_one_of_the_guides_is_said_to_and_never_number
     follow_up = next(a.lab for a in asked if a.lab.extends)
     assert follow_up.follows in [c.value for c in at.caption]
     assert f"question {follow_up.extends}:" in follow_up.follows
+
+
+def test_a_bad_link_to_a_page_without_controls_gets_a_notice_and_a_clean_address():
+    """The class-server probe: the Mock interview dropped the link's problems without a word."""
+    for page in (mock.PAGE, plan.PAGE, "app.py"):
+        at = open_page(page, {"drill": "<b>x</b>", "present": "maybe"})
+        notices = " ".join(w.value for w in at.warning)
+        assert not at.exception and "present" in notices and "Ignored unknown link settings" in notices, page
+        assert dict(at.query_params) == {}, page  # the bad values are gone from the address bar
+    clean = open_page(mock.PAGE)
+    assert not clean.warning

@@ -83,3 +83,13 @@ def test_a_field_sets_its_own_options_attribute_a_renamed_one_or_none():
     assert options_values(fields, values, ["batch_size", "seed"]) == {"batch_size": 8}
     assert options_values(fields, values, ["batch_size", "saved"]) == {"batch_size": 8, "saved": False}
     assert named(fields, "batch_size").name == "batch"
+
+
+def test_a_number_in_another_script_is_refused_as_every_non_ascii_digit_is():
+    """The class-server probe: seed=١٢ (Arabic-Indic digits) was read as 12, while lines=١ was refused."""
+    from ui.fields import FloatField, IntField, read_query
+
+    seed, rate = IntField("seed", 0, 0, 99), FloatField("rate", 0.5, 0.0, 1.0)
+    values, notices = read_query([seed, rate], {"seed": "١٢", "rate": "٠.٥"})
+    assert values == {} and len(notices) == 2 and "whole number" in notices[0]
+    assert read_query([seed], {"seed": "12"})[0] == {"seed": 12}
