@@ -11,7 +11,9 @@ port and optional basic auth (explorer-server.conf). compose.yaml mounts the sam
 
 While it runs, this process checks every replica's /_stcore/health each HEALTH_EVERY_S: a replica
 that stops answering is marked `down` in the upstream list and nginx reloads, so no new session is
-sent to it (nginx's own `max_fails` also takes it out after a failed request). Ctrl-C, SIGTERM or
+sent to it (nginx's own `max_fails` also takes it out after a failed request). A replica that ends
+(killed, crashed) has its process group ended and its temp folder removed, and is started again
+after a backoff (1 s, doubling to 30 s); nginx takes it back once its health answers. Ctrl-C, SIGTERM or
 `--stop` end nginx and every replica's whole process group, then remove the run folder: no process,
 no temporary folder and no bound port are left behind.
 """
@@ -36,13 +38,21 @@ FIRST_REPLICA_PORT = 8511
 HEALTH_EVERY_S = 2.0
 START_TIMEOUT_S = 90.0
 STOP_GRACE_S = 10.0
+RESTART_FIRST_S, RESTART_MAX_S = 1.0, 30.0  # a dead replica restarts after 1 s, then 2, 4, ... up to 30 s
+STEADY_S = 60.0  # a replica up this long has its backoff reset
 
 
 def upstream_conf(ports: list[int], down: set[int]) -> str:
-    servers = "".join(
-        f"    server 127.0.0.1:{port} max_fails=1 fail_timeout=10s{' down' * (port in down)};\n" for port in ports
-    )
-    return f"upstream explorer {{\n    hash $explorer_client consistent;\n{servers}}}\n"
+    """Two groups of the same replicas, hashed the same way: `explorer` for pages and sessions, where a failed
+    request takes a replica out for a while (max_fails=1), and `explorer_uploads`, where it never does
+    (max_fails=0): a replica refusing an upload it did not ask for, and resetting the connection, is not a failed
+    replica (deploy/nginx.conf)."""
+
+    def group(name: str, failures: str) -> str:
+        servers = "".join(f"    server 127.0.0.1:{p} {failures}{' down' * (p in down)};\n" for p in ports)
+        return f"upstream {name} {{\n    hash $explorer_client consistent;\n{servers}}}\n"
+
+    return group("explorer", "max_fails=1 fail_timeout=10s") + group("explorer_uploads", "max_fails=0")
 
 
 def server_conf(port: int, auth: Path | None) -> str:
@@ -166,6 +176,8 @@ def serve(replicas: int, port: int, auth: Path | None, run: Path = RUN, first_po
         proxy = subprocess.Popen([nginx, "-p", str(run), "-c", str(run / "nginx.conf"), "-g", "daemon off;"])
         print(f"serving {replicas} replica(s), {workers} worker(s) each, on http://localhost:{port}", flush=True)
         down: set[int] = set()
+        started_at = [time.monotonic()] * len(ports)
+        restarts, restart_at = [0] * len(ports), [0.0] * len(ports)
         while True:
             time.sleep(HEALTH_EVERY_S)
             if proxy.poll() is not None:
@@ -176,10 +188,20 @@ def serve(replicas: int, port: int, auth: Path | None, run: Path = RUN, first_po
                 (run / "explorer-upstream.conf").write_text(upstream_conf(ports, down))
                 proxy.send_signal(signal.SIGHUP)  # nginx reloads its config; open connections finish
                 print(f"replicas down: {sorted(down) or 'none'}", flush=True)
-            for replica, replica_port in zip(started, ports, strict=True):
-                if replica.poll() is not None and (run / f"tmp-{replica_port}").exists():
+            for index, replica_port in enumerate(ports):
+                replica = started[index]
+                if replica.poll() is None:
+                    if replica_port not in down and time.monotonic() - started_at[index] > STEADY_S:
+                        restarts[index] = 0  # it has served a while: a later death starts the backoff afresh
+                    continue
+                if (run / f"tmp-{replica_port}").exists():  # it just died
                     end_group(replica)  # what its engine left (a killed server cannot clean up after itself)
                     shutil.rmtree(run / f"tmp-{replica_port}", ignore_errors=True)
+                    wait = min(RESTART_MAX_S, RESTART_FIRST_S * 2 ** restarts[index])
+                    restart_at[index], restarts[index] = time.monotonic() + wait, restarts[index] + 1
+                    print(f"replica {replica_port} ended ({replica.returncode}); restarting in {wait:g} s", flush=True)
+                elif time.monotonic() >= restart_at[index]:  # nginx takes it back once its health answers
+                    started[index], started_at[index] = start_replica(run, replica_port, workers), time.monotonic()
     except Stop:
         pass
     finally:

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import shutil
+import socket
+import struct
 import subprocess
 import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -43,3 +50,79 @@ def test_the_config_is_valid_nginx_with_the_files_make_serve_writes(tmp_path, au
 
 def test_each_replica_gets_a_fair_share_of_the_cores():
     assert serve.workers_per_replica(1) >= 1 and serve.workers_per_replica(64) == 1
+
+
+class RefusingReplica:
+    """A stand-in for a replica at the socket level: it answers a PUT with 403 and a reset before reading its body,
+    as Streamlit does for an upload it did not ask for, and a GET with 200."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.puts = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return
+            with connection:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = connection.recv(4096)
+                    if not chunk:
+                        break
+                    head += chunk
+                if head.startswith(b"PUT"):
+                    self.puts += 1
+                    connection.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+                    connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset
+                else:
+                    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+
+
+@pytest.mark.skipif(NGINX is None, reason="no nginx here")
+def test_a_refused_upload_takes_no_replica_out_and_is_not_replayed_on_another():
+    """The class-server probe: a token-less 7.9 MiB PUT, refused with a reset, counted as a failure (max_fails=1)
+    and was replayed on the next replica, which failed too: every request then got 502 for 10 s."""
+    folder = Path(tempfile.mkdtemp(dir="/tmp", prefix="nginx-"))
+    folder.chmod(0o755)  # nginx's workers (an unprivileged user, under root) buffer bodies here
+    replicas = [RefusingReplica(), RefusingReplica()]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    shutil.copyfile(serve.CONFIG, folder / "nginx.conf")
+    (folder / "explorer-upstream.conf").write_text(serve.upstream_conf([r.port for r in replicas], set()))
+    (folder / "explorer-server.conf").write_text(serve.server_conf(port, None))
+    proxy = subprocess.Popen(
+        [NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf"), "-g", "daemon off;"], stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 10
+        while _status(f"{url}/proxy-health") != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        body = b"--x\r\nContent-Disposition: form-data; name=file; filename=a.bin\r\n\r\n" + b"\0" * 7_900_000
+        put = urllib.request.Request(f"{url}/_stcore/upload_file/s/f", data=body + b"\r\n--x--\r\n", method="PUT")
+        put.add_header("Content-Type", "multipart/form-data; boundary=x")
+        assert _status(put) != 200
+        assert sum(r.puts for r in replicas) == 1  # sent to one replica, never replayed on the other
+        assert [_status(f"{url}/_stcore/health") for _ in range(6)] == [200] * 6  # no replica was taken out
+    finally:
+        proxy.terminate()
+        proxy.wait(10)
+        for replica in replicas:
+            replica.listener.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _status(request) -> int:
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0
