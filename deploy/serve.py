@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import grp
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -74,6 +76,17 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return pid > 0
+
+
+def nginx_globals(run: Path) -> str:
+    """nginx's global settings beside the shared config. Started as root, nginx would run its workers as `nobody`,
+    who cannot reach a run folder inside a private (0700) home or temp folder to buffer an upload's body there
+    (every large upload got 500): so its workers run as the user who owns the run folder."""
+    settings = "daemon off;"
+    if os.geteuid() == 0:
+        owner = run.stat()
+        settings += f" user {pwd.getpwuid(owner.st_uid).pw_name} {grp.getgrgid(owner.st_gid).gr_name};"
+    return settings
 
 
 def workers_per_replica(replicas: int) -> int:
@@ -173,7 +186,7 @@ def serve(replicas: int, port: int, auth: Path | None, run: Path = RUN, first_po
         shutil.copyfile(CONFIG, run / "nginx.conf")  # the same file compose.yaml mounts, byte for byte
         (run / "explorer-upstream.conf").write_text(upstream_conf(ports, set()))
         (run / "explorer-server.conf").write_text(server_conf(port, auth))
-        proxy = subprocess.Popen([nginx, "-p", str(run), "-c", str(run / "nginx.conf"), "-g", "daemon off;"])
+        proxy = subprocess.Popen([nginx, "-p", str(run), "-c", str(run / "nginx.conf"), "-g", nginx_globals(run)])
         print(f"serving {replicas} replica(s), {workers} worker(s) each, on http://localhost:{port}", flush=True)
         down: set[int] = set()
         started_at = [time.monotonic()] * len(ports)

@@ -86,9 +86,11 @@ class RefusingReplica:
 @pytest.mark.skipif(NGINX is None, reason="no nginx here")
 def test_a_refused_upload_takes_no_replica_out_and_is_not_replayed_on_another():
     """The class-server probe: a token-less 7.9 MiB PUT, refused with a reset, counted as a failure (max_fails=1)
-    and was replayed on the next replica, which failed too: every request then got 502 for 10 s."""
-    folder = Path(tempfile.mkdtemp(dir="/tmp", prefix="nginx-"))
-    folder.chmod(0o755)  # nginx's workers (an unprivileged user, under root) buffer bodies here
+    and was replayed on the next replica, which failed too: every request then got 502 for 10 s. The run folder
+    sits in a private (0700) folder, where nginx's workers once could not buffer the body (500)."""
+    private = Path(tempfile.mkdtemp(dir="/tmp", prefix="private-"))  # 0700, as a home folder or mktemp -d is
+    folder = private / "run"
+    folder.mkdir()
     replicas = [RefusingReplica(), RefusingReplica()]
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -96,9 +98,8 @@ def test_a_refused_upload_takes_no_replica_out_and_is_not_replayed_on_another():
     shutil.copyfile(serve.CONFIG, folder / "nginx.conf")
     (folder / "explorer-upstream.conf").write_text(serve.upstream_conf([r.port for r in replicas], set()))
     (folder / "explorer-server.conf").write_text(serve.server_conf(port, None))
-    proxy = subprocess.Popen(
-        [NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf"), "-g", "daemon off;"], stderr=subprocess.DEVNULL
-    )
+    command = [NGINX, "-p", str(folder), "-c", str(folder / "nginx.conf"), "-g", serve.nginx_globals(folder)]
+    proxy = subprocess.Popen(command, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 10
@@ -115,7 +116,7 @@ def test_a_refused_upload_takes_no_replica_out_and_is_not_replayed_on_another():
         proxy.wait(10)
         for replica in replicas:
             replica.listener.close()
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def _status(request) -> int:
