@@ -131,8 +131,10 @@ def test_sessions_stay_on_their_replica_and_an_upload_reaches_their_own(browser,
                 page.locator(CHART).first.wait_for()
             # An upload is accepted only by the replica that holds the session (another answers 400 "Invalid
             # session_id"); the lab then reads the file and says what is wrong with it: the file reached it.
+            # 1 MB: nginx buffers a body this large in a file under the run folder, which sits in a private
+            # (0700) temp folder here, as a checkout in a home folder does (its workers once got 500 there)
             page.locator("input[type=file]").first.set_input_files(
-                files=[{"name": "notes.json", "mimeType": "application/json", "buffer": b"{not json"}]
+                files=[{"name": "notes.json", "mimeType": "application/json", "buffer": b"{not json" + b" " * 2**20}]
             )
             page.get_by_text("not a JSON").first.wait_for()
             text = page.locator("[data-testid='stMain']").inner_text()
