@@ -5,9 +5,10 @@
 
 Each replica is a `streamlit run app.py` of its own, in a process group of its own (its run
 engine, forkserver and workers with it), with `EXPLORER_WORKERS` set to its fair share of the
-cores (cores / N, at least 1). nginx runs deploy/nginx.conf unchanged, from a run folder that
-also holds the two files it includes: the replicas (explorer-upstream.conf) and this server's
-port and optional basic auth (explorer-server.conf). compose.yaml mounts the same nginx.conf.
+cores (cores / N, at least 1) plus one worker that stays free for short runs. nginx runs
+deploy/nginx.conf unchanged, from a run folder that also holds the two files it includes: the
+replicas (explorer-upstream.conf) and this server's port and optional basic auth
+(explorer-server.conf). compose.yaml mounts the same nginx.conf.
 
 While it runs, this process checks every replica's /_stcore/health each HEALTH_EVERY_S: a replica
 that stops answering is marked `down` in the upstream list and nginx reloads, so no new session is
@@ -90,7 +91,9 @@ def nginx_globals(run: Path) -> str:
 
 
 def workers_per_replica(replicas: int) -> int:
-    return max(1, (os.cpu_count() or 1) // replicas)
+    """A replica's share of the cores for long runs, plus the worker that stays free for short ones (the rule the
+    engine follows on a server of its own: one worker per core, plus one)."""
+    return max(1, (os.cpu_count() or 1) // replicas) + 1
 
 
 def healthy(port: int) -> bool:

@@ -106,16 +106,20 @@ class Progress:
         return min(self.done / self.total, 1.0) if self.total else 0.0
 
 
+MIN_WORKERS = 2  # long runs hold all workers but one (scheduling.long_run_cap): with one, a compile held it all
+
+
 def pool_size(cores: int | None = None, available_bytes: int | None = None) -> int:
     """One worker per core, plus one: long runs may hold all workers but one (`scheduling.long_run_cap`), so
-    long runs use every core while a worker stays free for short ones. Fewer when free memory is short, at
-    least one; EXPLORER_WORKERS overrides."""
+    long runs use every core while a worker stays free for short ones. Fewer when free memory is short;
+    EXPLORER_WORKERS overrides. Never fewer than MIN_WORKERS, whatever is asked: a class server's replica once
+    had one worker, and a compile of up to 240 s kept every other session's short run waiting behind it."""
     explicit = os.environ.get("EXPLORER_WORKERS", "")
     if explicit.isdigit() and int(explicit) > 0:
-        return min(int(explicit), MAX_WORKERS)
+        return max(MIN_WORKERS, min(int(explicit), MAX_WORKERS))
     cores = cores or usable_cores()
     available = available_bytes if available_bytes is not None else available_memory_bytes()
-    return max(1, min(cores + 1, available // WORKER_MEMORY_BYTES, MAX_WORKERS))
+    return max(MIN_WORKERS, min(cores + 1, available // WORKER_MEMORY_BYTES, MAX_WORKERS))
 
 
 # --- The worker process ----------------------------------------------------------------------

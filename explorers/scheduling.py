@@ -24,7 +24,9 @@ class Queued(Protocol):
 
 
 def long_run_cap(pool_size: int) -> int:
-    """How many workers long runs may hold at once: all but one, so short runs find a free worker."""
+    """How many workers long runs may hold at once: all but one, so short runs find a free worker. The app's pool
+    never has fewer than two (explorers.engine.pool_size); a pool of one, which only a caller of its own asks for
+    (a test, a benchmark), lets a long run hold it."""
     return max(1, pool_size - 1)
 
 

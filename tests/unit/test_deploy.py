@@ -49,7 +49,7 @@ def test_the_config_is_valid_nginx_with_the_files_make_serve_writes(tmp_path, au
 
 
 def test_each_replica_gets_a_fair_share_of_the_cores():
-    assert serve.workers_per_replica(1) >= 1 and serve.workers_per_replica(64) == 1
+    assert serve.workers_per_replica(1) >= 2 and serve.workers_per_replica(64) == 2  # a lane for short runs
 
 
 class RefusingReplica:

@@ -348,9 +348,20 @@ def test_pool_size_follows_cores_and_free_memory(monkeypatch):
     assert scheduling.long_run_cap(engine.pool_size(cores=2, available_bytes=64 * 2**30)) == 2
     assert engine.pool_size(cores=16, available_bytes=64 * 2**30) == engine.MAX_WORKERS
     assert engine.pool_size(cores=8, available_bytes=3 * engine.WORKER_MEMORY_BYTES) == 3
-    assert engine.pool_size(cores=8, available_bytes=2**20) == 1
+    assert engine.pool_size(cores=8, available_bytes=2**20) == 2  # never one: a long run would hold it all
     monkeypatch.setenv("EXPLORER_WORKERS", "1")
-    assert engine.pool_size(cores=8, available_bytes=64 * 2**30) == 1
+    assert engine.pool_size(cores=8, available_bytes=64 * 2**30) == 2
+    monkeypatch.setenv("EXPLORER_WORKERS", "3")
+    assert engine.pool_size(cores=8, available_bytes=64 * 2**30) == 3
+
+
+@pytest.mark.parametrize("asked", ["1", "2", "3", "", "0"])
+def test_a_worker_stays_free_for_short_runs_at_any_pool_size(monkeypatch, asked):
+    """The class-server probe: `make serve` gave each replica one worker, and long_run_cap(1) was 1."""
+    monkeypatch.setenv("EXPLORER_WORKERS", asked)
+    for cores, memory in ((1, 2**20), (2, 64 * 2**30), (16, 64 * 2**30)):
+        size = engine.pool_size(cores=cores, available_bytes=memory)
+        assert scheduling.long_run_cap(size) < size
 
 
 def test_a_workers_first_run_finds_what_dynamos_first_compile_imports_already_loaded():
