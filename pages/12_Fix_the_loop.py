@@ -49,38 +49,14 @@ def start_set() -> None:
 
 
 drill = BY_LINK_ID[page.value("drill")]
-seed_now = page.value("seed")
+seed = page.value("seed")
 bench, stage = page.workbench()
 with bench, page.controls():
     page.widget("drill", on_change=clear_answer)
     page.widget("seed", on_change=clear_answer)
-    timed = practice.current_set()
-    if timed is not None and timed.remaining_s() <= 0:  # the clock ran out between two reruns
-        practice.end_set(time_up=True)
-        timed = None
-    if timed is None:
-        if practice.last_result():
-            st.info(practice.last_result().words(), icon=":material/flag:")
-        st.button("Start a timed set of 5", icon=":material/timer:", key="set-start", on_click=start_set)
-    else:
-        practice.countdown(timed.remaining_s(), page.presenting)
-        practice.end_when_time_is_up(timed)
-        st.caption(lesson.set_progress(practice.set_done(timed), len(timed.drills)))
-        for number, (name, column) in enumerate(zip(timed.drills, st.columns(len(timed.drills)), strict=True), 1):
-            is_open = name == drill.name and seed_now == timed.seed
-            column.button(
-                str(number),
-                key=f"set-{number}",
-                on_click=open_drill,
-                args=(name, timed.seed),
-                type="primary" if is_open else "secondary",
-                icon=":material/check:" if practice.solved_in_set(timed, name) else None,
-                help=f"Drill {number} of the set" + (": open" if is_open else ""),
-            )
-        st.button("End the set", key="set-end", on_click=practice.end_set)
+    timed = practice.set_panel(drill.name, seed, open_drill, start_set, page.presenting)
 page.sync_url()
 
-seed = page.value("seed")
 options = DrillOptions(drill.name, seed)
 practice.opened(drill.name, seed)
 buggy, correct = runs.run_all(

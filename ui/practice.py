@@ -191,6 +191,36 @@ def end_when_time_is_up(timed: TimedSet) -> None:
     st.fragment(check, run_every=max(1.0, timed.remaining_s() + 0.5))()
 
 
+def set_panel(drill: str, seed: int, open_drill, start_set, presenting: bool) -> TimedSet | None:
+    """The timed set's controls: start one, or its clock, a button per drill (the open one marked, the solved ones
+    ticked) and its end; after it, its result. Returns the set running, if any."""
+    timed = current_set()
+    if timed is not None and timed.remaining_s() <= 0:  # the clock ran out between two reruns
+        end_set(time_up=True)
+        timed = None
+    if timed is None:
+        if last_result():
+            st.info(last_result().words(), icon=":material/flag:")
+        st.button("Start a timed set of 5", icon=":material/timer:", key="set-start", on_click=start_set)
+        return None
+    countdown(timed.remaining_s(), presenting)
+    end_when_time_is_up(timed)
+    st.caption(f"Timed set: {set_done(timed)} of {len(timed.drills)} solved. Open a drill by its number.")
+    for number, (name, column) in enumerate(zip(timed.drills, st.columns(len(timed.drills)), strict=True), 1):
+        is_open = name == drill and seed == timed.seed
+        column.button(
+            str(number),
+            key=f"set-{number}",
+            on_click=open_drill,
+            args=(name, timed.seed),
+            type="primary" if is_open else "secondary",
+            icon=":material/check:" if solved_in_set(timed, name) else None,
+            help=f"Drill {number} of the set" + (": open" if is_open else ""),
+        )
+    st.button("End the set", key="set-end", on_click=end_set)
+    return timed
+
+
 def countdown(seconds_left: float, presenting: bool) -> None:
     """The set's clock, ticking in the browser (a server clock would rerun the page every second)."""
     st.iframe(  # our own constant HTML with one number in it: safe to run

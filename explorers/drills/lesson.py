@@ -441,10 +441,6 @@ def fix_label(key: str, none: str) -> str:
     return "(not chosen yet)" if key == none else FIXES[key].label
 
 
-def set_progress(solved: int, total: int) -> str:
-    return f"Timed set: {solved} of {total} solved. Open a drill by its number."
-
-
 def check_verdict(check, attempts: int) -> str:
     lines = lines_verdict(check)
     if check.right:
