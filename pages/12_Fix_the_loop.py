@@ -7,7 +7,7 @@ from explorers.drills import card, lesson
 from explorers.drills import figures as charts
 from explorers.drills.catalogue import BY_LINK_ID, label
 from explorers.drills.experiment import SEED_RANGE, DrillOptions, fixed_source, run_loop
-from ui import figures, mock, practice, runs
+from ui import code, figures, mock, practice, runs
 from ui.fields import ChoiceField, IntField
 from ui.frame import start_lab
 
@@ -90,7 +90,7 @@ with columns[3], st.expander(lesson.READINGS_TITLE, icon=":material/monitoring:"
     st.markdown("\n".join(f"- {line}" for line in lesson.symptoms(comparison)))
 
 st.subheader(lesson.CODE_TITLE)
-st.code(drill.source, language="python", line_numbers=True)
+code.python_block(drill.source, "The loop that ran, numbered: scrolls sideways")
 st.pills(
     lesson.QUESTION_LINES,
     [str(n) for n in range(1, len(drill.lines) + 1)],
@@ -126,7 +126,7 @@ if checked is not None:
     )
     if solved:
         figures.why_panel(lesson.explanation(drill.name))
-        st.code(fixed_source(drill, drill.fix), language="python", line_numbers=True)
+        code.python_block(fixed_source(drill, drill.fix), "The fixed loop, numbered: scrolls sideways")
         if timed is not None and drill.name in timed.drills:
             st.markdown("\n".join(f"- {depth}" for depth in mock.DEPTHS))
         figures.answer_card(card.answer_card(drill.name, comparison, seed))

@@ -154,3 +154,22 @@ def test_presenting_a_log_axis_in_powers_draws_its_exponents_at_sixteen_px_or_mo
     assert laid_out.layout.yaxis.tickfont.size * figures.SUPERSCRIPT_SHARE >= 16
     plain = figures.lay_out(figure(), "A caption", False)
     assert plain.layout.yaxis.tickfont.size is None  # not presenting: as the builder drew it
+
+
+def test_a_loops_code_block_keeps_every_line_and_its_indentation_and_numbers_each():
+    """The newcomer's finding: on a phone, wrapped code lines started at column 0."""
+    import html
+    import re
+
+    from explorers import drills
+    from ui import code
+
+    source = drills.DRILLS["forgot_zero_grad"].source
+    numbered = code.numbered_html(source)
+    lines = numbered.split("\n")
+    assert len(lines) == len(source.rstrip().split("\n"))
+    for number, (shown, written) in enumerate(zip(lines, source.rstrip().split("\n"), strict=True), 1):
+        assert re.match(rf"<span class='ln'>\s*{number}</span>", shown)
+        assert html.unescape(re.sub(r"<[^>]+>", "", shown.split("</span>", 1)[1])) == written  # indentation kept
+    css = (pathlib.Path(code.__file__).parents[1] / "assets" / "style.css").read_text()
+    assert ".code-block pre { margin: 0; padding: 0.9rem 1rem; white-space: pre !important;" in css
