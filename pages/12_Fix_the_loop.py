@@ -5,7 +5,7 @@ import streamlit as st
 from explorers import drills
 from explorers.drills import card, lesson
 from explorers.drills import figures as charts
-from explorers.drills.catalogue import BY_LINK_ID, label
+from explorers.drills.catalogue import BY_LINK_ID, NUMBERS, label
 from explorers.drills.experiment import SEED_RANGE, DrillOptions, fixed_source, run_loop
 from ui import code, figures, mock, practice, runs
 from ui.fields import ChoiceField, IntField
@@ -54,7 +54,7 @@ bench, stage = page.workbench()
 with bench, page.controls():
     page.widget("drill", on_change=clear_answer)
     page.widget("seed", on_change=clear_answer)
-    timed = practice.set_panel(drill.name, seed, open_drill, start_set, page.presenting)
+    timed = practice.set_start(start_set)
 page.sync_url()
 
 options = DrillOptions(drill.name, seed)
@@ -65,8 +65,10 @@ buggy, correct = runs.run_all(
 comparison = drills.compare(buggy.recording, correct.recording)
 checked = st.session_state.setdefault(CHECKED_KEY, {}).get((drill.name, seed))
 solved = checked is not None and checked.right
-settings = {"drill": label(drill.name), "seed": seed}
+settings = {"drill": NUMBERS[drill.name], "seed": seed}
 with stage:
+    if timed is not None:
+        practice.set_running(timed, drill.name, seed, open_drill, page.presenting)
     st.subheader(lesson.stage_title(drill.title))
     shown = [("buggy loop", buggy), *([("correct loop", correct)] if solved else [])]
     figures.plotly(charts.loss_figure(shown), figures.caption("Logged loss", settings, page.device), "loop-loss")
@@ -121,7 +123,9 @@ if checked is not None:
     beside = ("correct loop", correct) if solved else ("buggy loop", buggy)  # the correct curve once right only
     figures.plotly(
         charts.loss_figure([beside, ("your fix", fixed)]),  # the fix dotted, on top
-        figures.caption(f"Your fix against the {beside[0]}", {**settings, "fix": checked.fix}, page.device),
+        figures.caption(
+            f"Your fix against the {beside[0]}", {**settings, "fix": lesson.plain(checked.fix)}, page.device
+        ),
         "loop-fix",
     )
     if solved:

@@ -516,7 +516,7 @@ def predict_then_reveal(
         else:
             st.error(f"Not quite: **{' or '.join(answers)}**. {evidence}")
     right, asked = drill.score()
-    if asked:
+    if asked and choice is not None:  # under this question's answer, not before it is given
         st.caption(f"Drill score this session: {right} of {asked} first answers right.")
 
 

@@ -191,9 +191,8 @@ def end_when_time_is_up(timed: TimedSet) -> None:
     st.fragment(check, run_every=max(1.0, timed.remaining_s() + 0.5))()
 
 
-def set_panel(drill: str, seed: int, open_drill, start_set, presenting: bool) -> TimedSet | None:
-    """The timed set's controls: start one, or its clock, a button per drill (the open one marked, the solved ones
-    ticked) and its end; after it, its result. Returns the set running, if any."""
+def set_start(start_set) -> TimedSet | None:
+    """In the settings: the running set, if any; else the last set's result and a button to start one."""
     timed = current_set()
     if timed is not None and timed.remaining_s() <= 0:  # the clock ran out between two reruns
         end_set(time_up=True)
@@ -202,7 +201,12 @@ def set_panel(drill: str, seed: int, open_drill, start_set, presenting: bool) ->
         if last_result():
             st.info(last_result().words(), icon=":material/flag:")
         st.button("Start a timed set of 5", icon=":material/timer:", key="set-start", on_click=start_set)
-        return None
+    return timed
+
+
+def set_running(timed: TimedSet, drill: str, seed: int, open_drill, presenting: bool) -> None:
+    """Above the drill's figure, so it stays on screen on a phone and while presenting: the set's clock, a button
+    per drill (the open one marked, the solved ones ticked) and its end."""
     countdown(timed.remaining_s(), presenting)
     end_when_time_is_up(timed)
     st.caption(f"Timed set: {set_done(timed)} of {len(timed.drills)} solved. Open a drill by its number.")
@@ -218,7 +222,6 @@ def set_panel(drill: str, seed: int, open_drill, start_set, presenting: bool) ->
             help=f"Drill {number} of the set" + (": open" if is_open else ""),
         )
     st.button("End the set", key="set-end", on_click=end_set)
-    return timed
 
 
 def countdown(seconds_left: float, presenting: bool) -> None:

@@ -64,7 +64,7 @@ STATEMENTS: dict[str, Statement] = {
     ),
 }
 
-PREDICT_CHOICES = ["None", "1", "2", "More than 2"]
+PREDICT_CHOICES = ["0", "1", "2", "More than 2"]  # not "None": it reads as a `dynamic=` value
 PAYOFF_GOES_ON = (
     "The first step waits for inductor to compile, which takes tens of seconds on a CPU. The run goes on if you leave "
     "this page, and its result is kept: come back and it is here."

@@ -133,7 +133,7 @@ DRILLS: dict[str, Drill] = {
             loops.zero_grad_after_backward,
             ("optimizer.zero_grad()",),
             "move_zero_grad",
-            ("insert_zero_grad", "model_zero_grad", "raise_lr", "clip"),
+            ("model_zero_grad", "retain_graph", "raise_lr", "clip"),
             ("zero_grad_at_step", "never_changed"),
         ),
         D(

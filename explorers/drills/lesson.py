@@ -437,6 +437,11 @@ def stage_title(title: str) -> str:
     return f"{title}: what went wrong?"
 
 
+def plain(fix: str) -> str:
+    """A fix's label without markdown, for a caption that is not markdown."""
+    return FIXES[fix].label.replace("`", "")
+
+
 def fix_label(key: str, none: str) -> str:
     return "(not chosen yet)" if key == none else FIXES[key].label
 

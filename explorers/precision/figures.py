@@ -65,7 +65,7 @@ def loss_figure(result: PrecisionResult) -> go.Figure:
             figure.add_trace(
                 go.Scatter(
                     x=[i for i, _ in bad],
-                    y=[1.0 - 0.05 * rows] * len(bad),
+                    y=[0.95 - 0.06 * rows] * len(bad),
                     yaxis="y2",
                     mode="markers",
                     name=f"{NAMES[precision]}: nan or inf",
@@ -77,8 +77,12 @@ def loss_figure(result: PrecisionResult) -> go.Figure:
             rows += 1
     figure.update_xaxes(title="step")
     figure.update_yaxes(title="cross-entropy")
-    if missing:
-        figure.update_layout(yaxis2={"overlaying": "y", "range": [0.6, 1.05], "visible": False, "fixedrange": True})
+    if missing:  # the marks get a band of their own above the finite losses: they never sit on a curve
+        figure.update_layout(yaxis2={"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True})
+        if finite:
+            low, high = min(finite), max(finite)
+            room = (high - low) or abs(high) or 1.0
+            figure.update_yaxes(range=[low - 0.05 * room, high + (0.1 + 0.06 * rows) / 0.75 * room])
     title = "Loss per step, same weights and batches"
     if missing:
         title += f" ({missing} nan or inf, marked × along the top)"
