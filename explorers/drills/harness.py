@@ -163,10 +163,9 @@ def _norm(tensors: list[torch.Tensor]) -> float:
 
 
 def _cosine(grads: list[torch.Tensor], fresh: list[torch.Tensor]) -> float:
-    """The cosine between two lists of tensors taken as one vector each (float64); 0 where either is zero."""
+    """The cosine between two lists of tensors taken as one vector each (float64); both must be non-zero."""
     dot = sum(float((g.detach().double() * f.double()).sum()) for g, f in zip(grads, fresh, strict=True))
-    size = _norm(grads) * _norm(fresh)
-    return dot / size if size else 0.0
+    return dot / (_norm(grads) * _norm(fresh))
 
 
 class Bench:
@@ -324,10 +323,13 @@ class Bench:
                 for layer, gs in grads.items()
             }
             self._step_fresh = {layer: _norm(fs) for layer, fs in fresh.items()}
-            self._step_cosines = {
+            self._step_cosines = {  # only where both are non-zero: a cosine with a zero vector is not defined
                 layer: _cosine(grads[layer], fresh[layer])
                 for layer in fresh
-                if fresh[layer] and all(g is not None for g in grads[layer]) and len(grads[layer]) == len(fresh[layer])
+                if all(g is not None for g in grads[layer])
+                and len(grads[layer]) == len(fresh[layer])
+                and _norm(grads[layer]) > 0
+                and self._step_fresh[layer] > 0
             }
             self._step_missing = tuple(name for name, p in named.items() if id(p) not in held)
             self._fresh = {}

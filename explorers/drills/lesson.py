@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from explorers.drills.fixes import FIXES
-from explorers.drills.symptoms import Comparison, Finding
+from explorers.drills.symptoms import MEMORY_GAP_BYTES, Comparison, Finding
 from explorers.statements import Statement
 from explorers.units import format_bytes
 
@@ -298,7 +298,7 @@ def symptom(finding: Finding) -> str:
         )
     if kind == "logged_other":
         return (
-            f"At batch 1 the loop logged {m['loss']:.4g}, where {m['bench_measure']} of the same output was "
+            f"At batch 1 the loop logged {m['loss']:.4g}, where {m['bench_measure']} of that batch was "
             f"{m['bench_loss']:.4g}: it logs another quantity, so its loss curve is not compared with the correct "
             "loop's as a ratio."
         )
@@ -341,9 +341,14 @@ def symptom(finding: Finding) -> str:
         stats = f"; BatchNorm's running statistics moved during validation in {_epochs(moved)}" if moved else ""
         return f"Validation ran with Dropout or BatchNorm in training mode in {_epochs(m['epochs'])}{stats}."
     if kind == "memory_growth":
+        how = (
+            f"it grew {format_bytes(m['after_second'])} of that after the second forward"
+            if m["after_second"] >= MEMORY_GAP_BYTES
+            else f"a step up by the second forward, then no more than {format_bytes(m['after_second'])} higher"
+        )
         return (
             f"Over the {m['forwards']} forwards of epoch {m['epoch']}'s {m['phase']}, live tensor bytes rose up to "
-            f"{format_bytes(m['bytes'])} above what was live after the first of them, against "
+            f"{format_bytes(m['bytes'])} above what was live after the first of them ({how}), against "
             f"{format_bytes(m['correct_bytes'])} in the correct loop."
         )
     if kind == "same_order":

@@ -37,7 +37,7 @@ OUTCOMES = ("loss_gap", "metric_gap", "diverged")
 METRIC_NAMES = {"classification": "validation accuracy", "regression": "validation R²"}
 BENCH_LOSSES = {  # the loss the bench computes of each batch's output (explorers/drills/harness.py: bench_losses)
     "classification": "the cross-entropy of the logits",
-    "regression": "the mean squared error against the target's shape",
+    "regression": "the mean squared error of the output squeezed to the target's shape",
 }
 
 
@@ -419,21 +419,23 @@ def _train_in_validation(run: Recording, correct: Recording) -> Finding | None:
     return None
 
 
-def _growth(r: Recording) -> tuple[int, str, int, int]:
-    """The most live bytes grew within one phase of one epoch: (bytes, phase, epoch, forwards)."""
+def _growth(r: Recording) -> tuple[int, str, int, int, int]:
+    """The most live bytes grew within one phase of one epoch: (bytes, phase, epoch, forwards, bytes it still grew
+    after the second forward of that phase: about 0 for one step up that then holds, the whole rise for a leak)."""
     spans: dict[tuple[int, str], list[int]] = {}
     for value, phase, epoch in zip(r.live_bytes, r.forward_phases, r.forward_epochs, strict=True):
         spans.setdefault((epoch, phase), []).append(value)
-    best = (0, "training", 1, 0)
+    best = (0, "training", 1, 0, 0)
     for (epoch, phase), values in spans.items():
         grown = max(values) - values[0]
         if grown > best[0]:
-            best = (grown, phase, epoch + 1, len(values))
+            later = max(values[1:]) - values[1] if len(values) > 1 else 0
+            best = (grown, phase, epoch + 1, len(values), later)
     return best
 
 
 def _memory_growth(run: Recording, correct: Recording) -> Finding | None:
-    grown, phase, epoch, forwards = _growth(run)
+    grown, phase, epoch, forwards, later = _growth(run)
     if grown - _growth(correct)[0] >= MEMORY_GAP_BYTES:
         return Finding(
             "memory_growth",
@@ -443,6 +445,7 @@ def _memory_growth(run: Recording, correct: Recording) -> Finding | None:
                 "epoch": epoch,
                 "forwards": forwards,
                 "correct_bytes": _growth(correct)[0],
+                "after_second": later,
             },
         )
     return None

@@ -93,6 +93,13 @@ class PrecisionRun:
     nonfinite_from: int | None = None  # the first step after which some weight held inf or nan
 
     @property
+    def skipped_steps(self) -> list[int]:
+        """The steps GradScaler skipped (1-based): it cut its scale, and the weights did not move. A step whose
+        gradients were all zero (underflow) leaves the weights too, but the scaler ran it and kept its scale."""
+        return [i for i, ((before, after), moved) in enumerate(zip(self.scales, self.stepped, strict=True), 1)
+                if after < before and not moved]  # fmt: skip
+
+    @property
     def updates(self) -> tuple[bool, ...]:
         """Per step while the weights stayed finite, whether it moved them: a step that turned a weight into inf or
         nan changed it, but trained nothing, so it and the steps after it are left out."""

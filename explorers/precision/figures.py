@@ -47,7 +47,8 @@ def loss_figure(result: PrecisionResult) -> go.Figure:
         values = [v if math.isfinite(v) else None for v in run.losses]
         steps = list(range(1, len(values) + 1))
         on, gap = _coincides_with(run.losses, drawn, span)
-        name = NAMES[precision] + (f" (≈ {NAMES[on]}, ≤ {gap:.1g} apart)" if on else "")
+        apart = "identical" if gap == 0 else f"≤ {gap:.1g} apart"
+        name = NAMES[precision] + (f" (≈ {NAMES[on]}, {apart})" if on else "")
         drawn[precision] = run.losses
         figure.add_trace(
             go.Scatter(
@@ -99,7 +100,7 @@ def scale_figure(result: PrecisionResult) -> go.Figure:
             line={"width": 3, "color": COLOURS["fp16 + GradScaler"]},
         )
     )  # fmt: skip
-    skipped = [i for i, moved in enumerate(run.stepped, 1) if not moved]
+    skipped = run.skipped_steps
     if skipped:
         figure.add_trace(
             go.Scatter(

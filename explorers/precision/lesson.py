@@ -128,8 +128,7 @@ def trouble_lines(result: PrecisionResult) -> list[str]:
 def scaler_sentences(run: PrecisionRun) -> list[str]:
     if not run.scales:
         return []
-    skipped = [i for i, ((before, after), moved) in enumerate(zip(run.scales, run.stepped, strict=True), 1)
-               if after < before and not moved]  # fmt: skip
+    skipped = run.skipped_steps
     first, last = run.scales[0][0], run.scales[-1][1]
     lines = [f"GradScaler's scale started at {first:g} and ended at {last:g}."]
     if skipped:
@@ -150,16 +149,23 @@ def scaler_sentences(run: PrecisionRun) -> list[str]:
 
 def falling_scale_sentence(run: PrecisionRun) -> str:
     """What a falling scale meant on this run: a layer whose output was already inf or nan in the forward (no scale
-    undoes that), or, when none was, gradients that overflowed."""
+    undoes that); else scaled gradients that overflowed, at every scale tried or only until the scale fell low
+    enough."""
     bad = [layer for layer, c in run.layers.items() if c.inf or c.nan]
     if bad:
         return (
             f"On this run it was the forward: `{bad[0]}`'s output held inf or nan at step 1, before any scale "
             "applies, so no scale can help; keep that op in float32, scale the inputs down, or use bf16."
         )
+    cut = [i for i, (before, after) in enumerate(run.scales, 1) if after < before]
+    first, last = run.scales[0][0], run.scales[-1][1]
+    cuts = f"On this run GradScaler cut its scale at {series('step', cut)}, from {first:g} to {last:g}"
+    clean = "no layer's output held inf or nan at step 1"
+    if len(cut) == len(run.scales):
+        return f"{cuts}: {clean}, so its scaled gradients overflowed at every scale it tried."
     return (
-        "A scale that falls step after step means something overflows at every scale: on this run no layer's "
-        "output held inf or nan at step 1, so it was the gradients."
+        f"{cuts}, and at none of the other {len(run.scales) - len(cut)} steps: {clean}, so the scaled gradients "
+        "overflowed at the higher scales, not at the lower."
     )
 
 

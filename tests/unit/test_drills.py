@@ -300,3 +300,25 @@ def test_a_missing_line_is_found_by_any_line_of_the_span_where_it_belongs(name):
         assert check.right and check.lines_found == check.lines_needed == 1
         assert "missing line" in lesson.check_verdict(check, 1)
     assert not drills.check(name, [1], drill.fix).lines_right  # the signature is not where it belongs
+
+
+def test_a_cosine_is_read_only_where_both_gradients_are_non_zero():
+    """The re-audit's finding: with lr 10, a layer's gradient was exactly zero at many steps, scored as cosine 0,
+    and loops that zero every step were said to mix an earlier step's gradient in."""
+    for fix in ("adam", "halve_batch"):
+        pair_correct = run_loop(DrillOptions("learning_rate_too_high", 555).correct).recording
+        shown = run_loop(DrillOptions("learning_rate_too_high", 555)).recording
+        fixed = run_loop(DrillOptions("learning_rate_too_high", 555, fix)).recording
+        assert "grad_mixed" not in drills.compare(fixed, pair_correct, shown).kinds()
+        assert all(abs(c - 1) < 1e-6 for step in fixed.steps for c in step.grad_cosines.values())
+
+
+def test_one_extra_graph_held_is_said_to_step_up_and_hold_not_to_grow():
+    """The re-audit's finding: retain_graph keeps one graph more, which read as growth over the forwards."""
+    correct = run_loop(DrillOptions("forgot_zero_grad", 77).correct).recording
+    shown = run_loop(DrillOptions("forgot_zero_grad", 77)).recording
+    kept = run_loop(DrillOptions("forgot_zero_grad", 77, "retain_graph")).recording
+    found = drills.compare(kept, correct, shown).finding("memory_growth")
+    assert found and "a step up by the second forward" in lesson.symptom(found)
+    leak = drills.run("loss_tensor_summed", 77).comparison.finding("memory_growth")
+    assert "grew" in lesson.symptom(leak) and "a step up" not in lesson.symptom(leak)

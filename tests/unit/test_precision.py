@@ -139,3 +139,27 @@ def test_a_step_that_turned_the_weights_into_nan_is_not_counted_as_moving_them()
     assert len(fp16.updates) == fp16.nonfinite_from - 1
     assert f"fp16 at {sum(fp16.updates)}." in lesson.bf16_sentence(result)
     assert lesson.predicted_answer(result) == "No"
+
+
+def test_the_scale_chart_counts_skipped_steps_not_steps_whose_gradients_underflowed_to_zero():
+    """The re-audit's finding: "20 of 20 steps skipped" where the scaler skipped none (the weights did not move
+    because every gradient underflowed to zero, and the scale stayed 65536)."""
+    from explorers.precision import figures as charts
+    from explorers.precision import lesson
+    from explorers.precision.experiment import PrecisionOptions, run
+
+    result = run(PrecisionOptions(loss_exp=-12, steps=8, seed=3))
+    scaled = result.run("fp16 + GradScaler")
+    assert not any(scaled.stepped) and scaled.scales[-1][1] == scaled.scales[0][0]
+    assert scaled.skipped_steps == [] and "0 of 8 steps skipped" in charts.scale_figure(result).layout.title.text
+    assert "It cut its scale at no step" in " ".join(lesson.scaler_sentences(scaled))
+
+
+def test_a_scale_that_settles_is_not_said_to_overflow_at_every_scale():
+    from explorers.precision import lesson
+    from explorers.precision.experiment import PrecisionOptions, run
+
+    scaled = run(PrecisionOptions(loss_exp=0, scale_exp=24, steps=12, seed=5)).run("fp16 + GradScaler")
+    words = lesson.falling_scale_sentence(scaled)
+    cut = [i for i, (before, after) in enumerate(scaled.scales, 1) if after < before]
+    assert 0 < len(cut) < len(scaled.scales) and "at every scale" not in words and "not at the lower" in words
