@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import struct
@@ -83,15 +84,13 @@ class RefusingReplica:
                     connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
 
 
-@pytest.mark.skipif(NGINX is None, reason="no nginx here")
-def test_a_refused_upload_takes_no_replica_out_and_is_not_replayed_on_another():
-    """The class-server probe: a token-less 7.9 MiB PUT, refused with a reset, counted as a failure (max_fails=1)
-    and was replayed on the next replica, which failed too: every request then got 502 for 10 s. The run folder
-    sits in a private (0700) folder, where nginx's workers once could not buffer the body (500)."""
+@contextlib.contextmanager
+def proxy_before(replicas: list[RefusingReplica]):
+    """nginx on the shared config in front of `replicas`, from a run folder in a private (0700) folder, as a
+    checkout in a home folder would have it; yields its URL."""
     private = Path(tempfile.mkdtemp(dir="/tmp", prefix="private-"))  # 0700, as a home folder or mktemp -d is
     folder = private / "run"
     folder.mkdir()
-    replicas = [RefusingReplica(), RefusingReplica()]
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -105,18 +104,48 @@ def test_a_refused_upload_takes_no_replica_out_and_is_not_replayed_on_another():
         deadline = time.monotonic() + 10
         while _status(f"{url}/proxy-health") != 200 and time.monotonic() < deadline:
             time.sleep(0.1)
-        body = b"--x\r\nContent-Disposition: form-data; name=file; filename=a.bin\r\n\r\n" + b"\0" * 7_900_000
-        put = urllib.request.Request(f"{url}/_stcore/upload_file/s/f", data=body + b"\r\n--x--\r\n", method="PUT")
-        put.add_header("Content-Type", "multipart/form-data; boundary=x")
-        assert _status(put) != 200
-        assert sum(r.puts for r in replicas) == 1  # sent to one replica, never replayed on the other
-        assert [_status(f"{url}/_stcore/health") for _ in range(6)] == [200] * 6  # no replica was taken out
+        yield url
     finally:
         proxy.terminate()
         proxy.wait(10)
         for replica in replicas:
             replica.listener.close()
         shutil.rmtree(private, ignore_errors=True)
+
+
+def _put(url: str, size: int, cookie: str | None = None) -> urllib.request.Request:
+    body = b"--x\r\nContent-Disposition: form-data; name=file; filename=a.bin\r\n\r\n" + b"\0" * size
+    put = urllib.request.Request(f"{url}/_stcore/upload_file/s/f", data=body + b"\r\n--x--\r\n", method="PUT")
+    put.add_header("Content-Type", "multipart/form-data; boundary=x")
+    if cookie:
+        put.add_header("Cookie", f"explorer_client={cookie}")
+    return put
+
+
+@pytest.mark.skipif(NGINX is None, reason="no nginx here")
+def test_a_refused_upload_takes_no_replica_out_and_is_not_replayed_on_another():
+    """The class-server probe: a token-less 7.9 MiB PUT, refused with a reset, counted as a failure (max_fails=1)
+    and was replayed on the next replica, which failed too: every request then got 502 for 10 s. The run folder
+    sits in a private (0700) folder, where nginx's workers once could not buffer the body (500)."""
+    replicas = [RefusingReplica(), RefusingReplica()]
+    with proxy_before(replicas) as url:
+        assert _status(_put(url, 7_900_000)) != 200
+        assert sum(r.puts for r in replicas) == 1  # sent to one replica, never replayed on the other
+        assert [_status(f"{url}/_stcore/health") for _ in range(6)] == [200] * 6  # no replica was taken out
+
+
+@pytest.mark.skipif(NGINX is None, reason="no nginx here")
+def test_uploads_are_limited_per_client_cookie_so_a_class_behind_one_address_is_not():
+    """The class-server probe: 57 uploads of 7.9 MiB from one session, one every 1.8 s, were all accepted (the limit
+    was 2 a second, by address, which a class behind one NAT would also share)."""
+    replicas = [RefusingReplica(), RefusingReplica()]
+    with proxy_before(replicas) as url:
+        # a PUT that reaches a stand-in gets its 403, or a 502 when the reset comes while nginx still sends
+        one_client = [_status(_put(url, 100_000, "student-1")) != 429 for _ in range(8)]
+        assert one_client == [True] * 3 + [False] * 5  # 3 at once, then 6 a minute
+        others = [_status(_put(url, 100_000, f"student-{n}")) != 429 for n in range(2, 8)]  # the same address
+        assert others == [True] * 6  # each classmate's first upload reaches its replica
+        assert sum(r.puts for r in replicas) == 9
 
 
 def _status(request) -> int:
