@@ -162,13 +162,14 @@ def _reset_process_state(threads: int) -> None:
     torch.backends.cudnn.benchmark = False
 
 
-def _worker_main(conn: multiprocessing.connection.Connection, threads: int, folder: str) -> None:
+def _worker_main(conn: multiprocessing.connection.Connection, threads: int, folder: str, server: int) -> None:
     # Every temporary file of its runs (DDP's, torchrun's, fresh interpreters', multiprocessing's) goes in here,
     # children included: the engine removes the folder when it replaces this worker, however the run ended.
     os.environ["TMPDIR"] = tempfile.tempdir = folder
     os.setsid()  # its own process group: killing the group also ends its DataLoader workers
-    # with the server's forkserver the group ends, and the folder goes (a SIGKILLed server cannot remove it)
-    lifeline.exit_with_parent(whole_group=True, remove=folder)
+    # with the server (or its forkserver) the group ends, a compile's g++ with it, and the folder goes (a
+    # SIGKILLed server cannot remove it)
+    lifeline.exit_with_parent(whole_group=True, remove=folder, also=server)
     import torch
 
     _reset_process_state(threads)
@@ -358,7 +359,7 @@ class _Worker:
         # Engine.close (registered with atexit) ends it instead.
         self.process = context.Process(
             target=_worker_main,
-            args=(child_conn, threads, self.folder),
+            args=(child_conn, threads, self.folder, os.getpid()),
             daemon=False,
             name=f"{WORKER_NAME}-{next(_worker_ids)}",
         )

@@ -31,6 +31,7 @@ def exit_with_parent(
     whole_group: bool = False,
     kernel_signal: bool = True,
     remove: str | None = None,
+    also: int | None = None,
 ) -> None:
     """End this process (or its whole process group) once `parent` (default: the current one) is gone.
 
@@ -40,6 +41,9 @@ def exit_with_parent(
     for a process of its own too.
     `remove`: a folder to delete on the way out, once the rest of the group is gone (so nothing
     writes into it any more): the engine worker's temporary folder, when the server was killed.
+    `also`: another process whose end ends this one too. An engine worker's parent is the server's
+    forkserver, which lives as long as any process it forked does (each holds its "alive" pipe): after a
+    SIGKILL of the server, the two kept each other alive, and a compile ran on for a minute.
     """
     parent = parent or os.getppid()
     supervisor = int(os.environ.get(SUPERVISOR_ENV, "0") or 0)
@@ -47,7 +51,8 @@ def exit_with_parent(
         kill_me_with_my_parent()
 
     def gone() -> bool:
-        return os.getppid() != parent or (supervisor > 0 and not alive(supervisor))
+        watched = [p for p in (supervisor, also or 0) if p > 0]
+        return os.getppid() != parent or not all(alive(p) for p in watched)
 
     def end() -> None:
         exit_now(whole_group=whole_group, remove=remove)

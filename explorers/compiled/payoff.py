@@ -18,6 +18,7 @@ here is a cold compile, and inductor's own cache counters say whether anything w
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import os
@@ -103,6 +104,24 @@ def _step(model, optimizer, batch, target, loss_fn) -> float:
     return float(loss.detach())
 
 
+@contextlib.contextmanager
+def headers_in(folder: str):
+    """Inductor's precompiled headers in `folder` for the run. Inductor keeps them apart from its cache, which
+    fresh_cache moves, in a folder it names once, when it is first imported: in the server's forkserver, so in
+    the server's temp folder, where they outlived the run and the server (torch/_inductor/codecache.py)."""
+    from torch._inductor import codecache
+
+    saved = codecache._HEADER_DIR, codecache._HEADER_LOCK_DIR
+    codecache._HEADER_DIR = os.path.join(folder, "precompiled_headers")
+    codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
+    codecache._precompile_header.cache_clear()  # it remembers where it put each header
+    try:
+        yield codecache._HEADER_DIR
+    finally:
+        codecache._HEADER_DIR, codecache._HEADER_LOCK_DIR = saved
+        codecache._precompile_header.cache_clear()
+
+
 def payoff(
     model: torch.nn.Module,
     batch_list: Sequence,
@@ -121,7 +140,11 @@ def payoff(
         if report:
             report(0, steps + 1)
         # compile_threads=1: no compile subprocesses, so a cancel or a timeout leaves none behind
-        with fresh_cache(dir=tempfile.gettempdir()), torch._inductor.config.patch(compile_threads=1):
+        with (
+            fresh_cache(dir=tempfile.gettempdir()),
+            headers_in(os.environ["TORCHINDUCTOR_CACHE_DIR"]),  # fresh_cache's folder, removed with it
+            torch._inductor.config.patch(compile_threads=1),
+        ):
             start = time.perf_counter()
             _step(compiled, optimizers[1], *data[0], loss_fn)
             first_compiled = time.perf_counter() - start

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import shutil
@@ -516,3 +517,70 @@ def test_a_remembered_result_is_handed_out_without_a_run(pool):
     assert pool.cached(count_to, 7)["token"] == "from a search"
     pool.remember(count_to, 7, {"token": "later"})  # the first answer stays
     assert pool.run(count_to, 7)["token"] == "from a search"
+
+
+KILLED_SERVER = """
+import time
+from explorers import engine
+from explorers.compiled import experiment as lab
+e = engine.default_engine()
+run = e.submit(lab.measure, lab.PayoffOptions(width=48, seed=int(time.time()) % 9000), long=True, timeout_s=600)
+while run.progress.total == 0:
+    time.sleep(0.05)
+print(e.busy_pids()[0], flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_sigkilled_server_takes_its_workers_compile_with_it():
+    """The class-server probe: 10 s after a SIGKILL of the server, its worker, g++ and cc1plus still compiled: the
+    server's forkserver and its workers kept each other alive."""
+    temp = Path(tempfile.mkdtemp(prefix="killed-"))
+    env = {**os.environ, "TMPDIR": str(temp), "PYTHONPATH": str(Path(__file__).parents[2])}
+    server = subprocess.Popen([sys.executable, "-c", KILLED_SERVER], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(server.stdout.readline())
+        deadline = time.monotonic() + 60
+        while not any(_name(pid) in ("g++", "cc1plus") for pid in _group(worker)) and time.monotonic() < deadline:
+            time.sleep(0.1)  # until the compile runs its C++ compiler
+        assert any(_name(pid) in ("g++", "cc1plus") for pid in _group(worker))
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait(10)
+        deadline = time.monotonic() + 5
+        while _group(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _group(worker), "the worker's group (its compiler with it) outlived the server"
+    finally:
+        if server.poll() is None:
+            server.kill()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_inductors_precompiled_headers_go_in_the_folder_given_for_the_run_and_back_after():
+    """The probe: they were written under the server's temp folder, outside the run's fresh cache, and stayed."""
+    from torch._inductor import codecache
+
+    from explorers.compiled.payoff import headers_in
+
+    before = codecache._HEADER_DIR
+    with tempfile.TemporaryDirectory() as folder, headers_in(folder) as headers:
+        assert codecache._HEADER_DIR == headers == os.path.join(folder, "precompiled_headers")
+        assert codecache._HEADER_LOCK_DIR.startswith(headers)
+    assert before == codecache._HEADER_DIR
+
+
+def _group(pgid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                found.append(int(stat.parent.name))
+    return found
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
