@@ -92,7 +92,7 @@ with columns[3], st.expander(lesson.READINGS_TITLE, icon=":material/monitoring:"
     st.markdown("\n".join(f"- {line}" for line in lesson.symptoms(comparison)))
 
 st.subheader(lesson.CODE_TITLE)
-code.python_block(drill.source, "The loop that ran, numbered: scrolls sideways")
+code.python_block(drill.source, lesson.CODE_LABEL)
 st.pills(
     lesson.QUESTION_LINES,
     [str(n) for n in range(1, len(drill.lines) + 1)],
@@ -130,7 +130,7 @@ if checked is not None:
     )
     if solved:
         figures.why_panel(lesson.explanation(drill.name))
-        code.python_block(fixed_source(drill, drill.fix), "The fixed loop, numbered: scrolls sideways")
+        code.python_block(fixed_source(drill, drill.fix), lesson.FIXED_CODE_LABEL)
         if timed is not None and drill.name in timed.drills:
             st.markdown("\n".join(f"- {depth}" for depth in mock.DEPTHS))
         figures.answer_card(card.answer_card(drill.name, comparison, seed))

@@ -100,7 +100,7 @@ def cancel_payoff() -> None:
 
 
 if payoff is None:
-    running = runs.kept(lab.measure, payoff_options) is not None  # started here earlier, still compiling
+    running = runs.kept(lab.measure, payoff_options)  # started here earlier, still compiling
     offer = st.empty()  # the offer goes once the run starts: the figure takes its place
     with offer.container():
         if st.session_state.pop(CANCELLED_KEY, False):
@@ -132,13 +132,15 @@ if payoff is not None:
 
 lines = lesson.explain(analysis)
 figures.why_panel(lines)
-answer, evidence = (), ""  # the other setting runs once a prediction is made: its answer is not on screen before
-if st.session_state.get(key("predict")) is not None:
+
+
+def the_other_setting():
     other = runs.run(lab.schedule, lab.parts(lesson.what_if(options))[1], label="Tracing the other setting")
-    other_recompiles = other.first(options.steps)
-    answer = lesson.predicted_answer(other_recompiles)
-    evidence = " ".join(lesson.recompile_sentences(other_recompiles))
-figures.predict_then_reveal(key("predict"), lesson.predict_question(options), lesson.PREDICT_CHOICES, answer, evidence)
+    recompiles = other.first(options.steps)
+    return lesson.predicted_answer(recompiles), " ".join(lesson.recompile_sentences(recompiles))
+
+
+figures.predict_then_run(key("predict"), lesson.predict_question(options), lesson.PREDICT_CHOICES, the_other_setting)
 figures.answer_card(card.answer_card(analysis, payoff))
 figures.notes_download(
     "Compile lab",

@@ -84,12 +84,14 @@ with st.expander("Per layer, in numbers"):
 
 why = lesson.explain(result)
 figures.why_panel(why)
-answer, evidence = (), ""  # the other setting runs once a prediction is made: its answer is not on screen before
-if st.session_state.get(key("predict")) is not None:
+
+
+def the_other_inputs():
     other = runs.run(lab.run, lesson.what_if(options), label="Training at the other inputs")
-    answer = lesson.predicted_answer(other)
-    evidence = lesson.predicted_evidence(other)
-figures.predict_then_reveal(key("predict"), lesson.predict_question(options), lesson.PREDICT_CHOICES, answer, evidence)
+    return lesson.predicted_answer(other), lesson.predicted_evidence(other)
+
+
+figures.predict_then_run(key("predict"), lesson.predict_question(options), lesson.PREDICT_CHOICES, the_other_inputs)
 figures.answer_card(card.answer_card(result))
 figures.notes_download(
     "Precision lab",

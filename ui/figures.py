@@ -10,7 +10,7 @@ import re
 import textwrap
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -518,6 +518,15 @@ def predict_then_reveal(
     right, asked = drill.score()
     if asked and choice is not None:  # under this question's answer, not before it is given
         st.caption(f"Drill score this session: {right} of {asked} first answers right.")
+
+
+def predict_then_run(
+    key: str, question: str, choices: Sequence[str], reveal: Callable[[], tuple[str | tuple[str, ...], str]]
+) -> None:
+    """predict_then_reveal for a question about a setting not on screen: `reveal()` runs that setting and returns
+    (answer, evidence), and runs only once a prediction is made, so nothing on screen holds the answer before."""
+    answer, evidence = reveal() if st.session_state.get(key) is not None else ((), "")
+    predict_then_reveal(key, question, choices, answer, evidence)
 
 
 def answer_card(card: AnswerCard) -> None:

@@ -127,10 +127,14 @@ def start_page(title: str, icon: str) -> None:
     notices = setup_page(title, icon)
     query = {k: v for k, v in st.query_params.to_dict().items() if k != PRESENTING.name}
     notices += read_query([], query)[1]
-    for notice in notices:
-        st.warning(notice, icon=":material/warning:")
+    _say(notices)
     if notices:
         st.query_params.from_dict({PRESENTING.name: "1"} if presenting() else {})
+
+
+def _say(notices: list[str]) -> None:
+    for notice in notices:
+        st.warning(notice, icon=":material/warning:")
 
 
 # The widget each kind of field draws unless its field names another.
@@ -262,8 +266,7 @@ def start_lab(slug: str, fields: Sequence[Field]) -> LabPage:
     st.markdown(f"<p class='question'>{entry.question}</p>", unsafe_allow_html=True)
     if entry.follows:
         st.caption(entry.follows)
-    for notice in notices:
-        st.warning(notice, icon=":material/warning:")
+    _say(notices)
     with st.sidebar:
         page.widget("device")
         st.caption(environment.provenance(page.device))

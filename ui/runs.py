@@ -86,12 +86,10 @@ def run(
 KEPT_KEY = "_kept_runs"  # this session's runs that go on when the page is left: experiment key -> (Run, started at)
 
 
-def kept(fn: Callable, options: Any) -> float | None:
-    """When this session started a kept run of `fn(options)` that is still running (time.monotonic()), else None."""
+def kept(fn: Callable, options: Any) -> bool:
+    """Whether this session started a kept run of `fn(options)` that is still running."""
     held = st.session_state.get(KEPT_KEY, {}).get(experiment_key(fn, options))
-    if held is None or held[0].done:
-        return None
-    return held[1]
+    return held is not None and not held[0].done
 
 
 def cancel_kept(fn: Callable, options: Any) -> bool:

@@ -282,3 +282,5 @@ for _drill in DRILLS.values():  # every fix a drill offers must edit its loop, o
     for _key in _drill.options:
         if FIXES[_key].apply(_drill.lines) is None:
             raise AssertionError(f"{_drill.name}: the fix {_key!r} has nothing to edit in its loop")
+    if not _drill.kind_hides_the_answer():
+        raise AssertionError(f"{_drill.name}: its right fix is the one option of its kind")

@@ -435,6 +435,8 @@ def lines_verdict(check) -> str:
 
 READINGS_TITLE = "What the bench measured, against the correct loop (hints)"
 CODE_TITLE = "The loop that ran"
+CODE_LABEL = "The loop that ran, numbered: scrolls sideways"
+FIXED_CODE_LABEL = "The fixed loop, numbered: scrolls sideways"
 ANSWER_FIRST = "Pick the lines and a fix, then check: the correct loop's curve appears once you have it right."
 
 

@@ -253,16 +253,26 @@ def _reported_gap(run: Recording, correct: Recording) -> Finding | None:
     return None
 
 
+def _layer_medians(r: Recording, read) -> list[tuple[float, str, int]]:
+    """Per layer, the median over the steps of `read(step)`'s values: (median, layer, steps counted)."""
+    values: dict[str, list[float]] = {}
+    for step in r.steps:
+        for layer, value in read(step).items():
+            values.setdefault(layer, []).append(value)
+    return [(statistics.median(v), layer, len(v)) for layer, v in values.items()]
+
+
 def _carryover(r: Recording, larger: bool) -> tuple[float, str, int] | None:
     """The layer whose .grad at optimizer.step() was, as a median over the steps, farthest above (or, larger=False,
     below, yet not zero) what backward produced for that step: (median ‖.grad‖ / ‖produced‖, layer, steps)."""
-    ratios: dict[str, list[float]] = {}
-    for step in r.steps:
-        for layer, fresh in step.fresh_norms.items():
-            grad = step.grad_norms.get(layer)
-            if grad and fresh > 0:
-                ratios.setdefault(layer, []).append(grad / fresh)
-    medians = [(statistics.median(values), layer, len(values)) for layer, values in ratios.items()]
+
+    def ratios(step) -> dict[str, float]:
+        grads = step.grad_norms
+        return {
+            layer: grads[layer] / fresh for layer, fresh in step.fresh_norms.items() if grads.get(layer) and fresh > 0
+        }
+
+    medians = _layer_medians(r, ratios)
     if not medians:
         return None
     return max(medians) if larger else min(medians)
@@ -282,12 +292,7 @@ MIXED_COSINE = 0.99  # a median cosine below this between .grad and the step's o
 def _median_cosine(r: Recording) -> tuple[float, str, int] | None:
     """The layer whose .grad at optimizer.step() pointed, as a median over the steps, farthest from the gradient
     backward produced for that step: (median cosine, layer, steps). Scaling (clipping) leaves a cosine of 1."""
-    cosines: dict[str, list[float]] = {}
-    for step in r.steps:
-        for layer, cosine in step.grad_cosines.items():
-            cosines.setdefault(layer, []).append(cosine)
-    medians = [(statistics.median(values), layer, len(values)) for layer, values in cosines.items()]
-    return min(medians) if medians else None
+    return min(_layer_medians(r, lambda step: step.grad_cosines), default=None)
 
 
 def _grad_mixed(run: Recording, correct: Recording) -> Finding | None:

@@ -136,11 +136,11 @@ def test_a_kept_run_goes_on_when_the_page_is_left_and_its_result_is_cached_for_t
     _leave_at_the_second_redraw(monkeypatch)
     with pytest.raises(PageLeft):
         runs.run(reporting, 1.5, label="test", keep=True)
-    assert runs.kept(reporting, 1.5) is not None  # still running, held by this session
+    assert runs.kept(reporting, 1.5)  # still running, held by this session
     wait = time.monotonic() + 15
     while engine.cached(reporting, 1.5) is None and time.monotonic() < wait:
         time.sleep(0.1)
-    assert engine.cached(reporting, 1.5) is not None and runs.kept(reporting, 1.5) is None
+    assert engine.cached(reporting, 1.5) is not None and not runs.kept(reporting, 1.5)
 
 
 def test_a_kept_run_stops_when_cancelled_and_a_plain_one_when_left(engine, monkeypatch):
@@ -156,7 +156,7 @@ def test_a_kept_run_stops_when_cancelled_and_a_plain_one_when_left(engine, monke
     _leave_at_the_second_redraw(monkeypatch)
     with pytest.raises(PageLeft):
         runs.run(reporting, 21.0, label="test")  # not kept: left, and cancelled
-    assert runs.kept(reporting, 21.0) is None
+    assert not runs.kept(reporting, 21.0)
 
 
 def test_a_run_past_two_seconds_shows_its_clock_so_a_long_step_still_moves():
