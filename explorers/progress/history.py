@@ -1,0 +1,281 @@
+"""What a learner's records add up to: drill scores, timed sets, predictions, mock scores, days and weakest answers.
+
+Every view is computed from the records alone (oldest first), so a reload, another replica or
+another device that reads the same records shows the same progress.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from explorers.drills.catalogue import label
+from explorers.progress.records import Record
+
+SET_SIZE = 5
+SET_MINUTES = 15  # three minutes a drill: an interview's "find the bug in this loop"
+PLAN_DAYS = 7
+MOCK_POINTS = 5  # the mock interview's rubric items
+
+
+@dataclass(frozen=True)
+class DrillScore:
+    drill: str
+    seed: int
+    attempts: int
+    lines_found: int  # of the bug's lines, on the first attempt
+    lines_total: int
+    extra_lines: int  # on the first attempt
+    fix_right_first: bool
+    solved: bool  # some attempt had the lines and the fix right
+    seconds: float | None  # from opening the drill to the right answer (None: not yet)
+    at: float  # the latest attempt (or the set's end, for a drill never attempted)
+
+    @property
+    def points(self) -> float:
+        """For ordering the weakest first: first-attempt lines and fix, fewer attempts, solved at all (at most 4)."""
+        lines = self.lines_found / self.lines_total - 0.25 * self.extra_lines
+        return lines + 2 * self.fix_right_first + self.solved - 0.1 * max(self.attempts - 1, 0)
+
+    def describe(self) -> str:
+        if not self.attempts:
+            return f"{label(self.drill)} (seed {self.seed}): not answered in a timed set"
+        time_taken = f"solved in {self.seconds:.0f} s" if self.seconds is not None else "not solved yet"
+        attempts = f"{self.attempts} attempt{'s' * (self.attempts != 1)}"
+        fix = "right fix first" if self.fix_right_first else "wrong fix first"
+        lines = f"lines {self.lines_found} of {self.lines_total} first"
+        lines += f", {self.extra_lines} extra" if self.extra_lines else ""
+        return f"{label(self.drill)} (seed {self.seed}): {lines}, {fix}, {attempts}, {time_taken}"
+
+
+@dataclass(frozen=True)
+class TimedSet:
+    id: str
+    drills: tuple[str, ...]
+    seed: int
+    started: float  # seconds since the epoch
+
+    def remaining_s(self, now: float) -> float:
+        return max(0.0, SET_MINUTES * 60 - (now - self.started))
+
+    def start_record(self) -> Record:
+        return Record.now("set", self.id, {"drills": list(self.drills), "seed": self.seed, "started": self.started})
+
+
+@dataclass(frozen=True)
+class SetResult:
+    drills: tuple[str, ...]
+    seed: int
+    solved: tuple[bool, ...]  # per drill, in the set's order
+    seconds: float  # from the start to the end of the set
+    time_up: bool  # ended by the clock, not by the learner
+    at: float
+
+    def words(self) -> str:
+        minutes, seconds = divmod(round(self.seconds), 60)
+        how = "Time is up" if self.time_up else "Set ended"
+        words = f"{how}: {sum(self.solved)} of {len(self.drills)} solved in {minutes}:{seconds:02d}."
+        unsolved = [label(d) for d, ok in zip(self.drills, self.solved, strict=True) if not ok]
+        if unsolved:
+            words += " Not solved, and kept as such for Day 7: " + "; ".join(unsolved) + "."
+        return words
+
+
+def new_set(drills: Iterable[str], now: float) -> TimedSet:
+    rng = secrets.SystemRandom()
+    return TimedSet(secrets.token_hex(8), tuple(rng.sample(sorted(drills), SET_SIZE)), rng.randrange(100), now)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    key: str
+    question: str
+    right: bool
+    at: float
+
+
+@dataclass(frozen=True)
+class MockScore:
+    lab: str
+    points: int
+    at: float
+
+
+@dataclass(frozen=True)
+class Weak:
+    """One answer for Day 7's review: what it was, and how well it went from 0 (worst) to 1."""
+
+    kind: str  # "mock", "drill" or "prediction"
+    share: float
+    at: float
+    item: MockScore | DrillScore | Prediction
+
+
+@dataclass(frozen=True)
+class ActiveDay:
+    """One calendar day on which the learner did something, in the learner's time zone."""
+
+    date: dt.date
+    labs: tuple[str, ...]  # slugs, in the order first opened
+    predictions: int
+    right: int
+    attempts: int
+    solved: int
+    sets: tuple[str, ...]  # each ended set's "k of n"
+    mock: int
+
+    def words(self, titles: Mapping[str, str]) -> str:
+        """What was done, e.g. "Sun 6 Dec: opened Autograd, Modes; 3 predictions, 2 right; 1 drill solved"."""
+        done = []
+        if self.labs:
+            done.append("opened " + ", ".join(titles.get(slug, slug) for slug in self.labs))
+        if self.predictions:
+            done.append(f"{_count(self.predictions, 'prediction')}, {self.right} right")
+        if self.attempts:
+            done.append(f"{_count(self.attempts, 'drill attempt')}, {self.solved} solved")
+        if self.sets:
+            done.append(f"{_count(len(self.sets), 'timed set')} ({', '.join(self.sets)} solved)")
+        if self.mock:
+            done.append(_count(self.mock, "mock answer") + " scored")
+        return f"{self.date:%a} {self.date.day} {self.date:%b}: " + "; ".join(done)
+
+
+def _count(n: int, thing: str) -> str:
+    return f"{n} {thing}{'s' * (n != 1)}"
+
+
+class History:
+    def __init__(self, records: Iterable[Record]) -> None:
+        self.records = list(records)
+
+    def drill_scores(self) -> dict[tuple[str, int], DrillScore]:
+        """Per drill and seed: the first attempt sets the lines and fix scores; attempts count until solved; a
+        drill of an ended set never attempted counts as unsolved with none."""
+        scores: dict[tuple[str, int], DrillScore] = {}
+        for record in self.records:
+            if record.kind == "attempt":
+                d = record.data
+                key = (record.key, d["seed"])
+                earlier = scores.get(key) or DrillScore(
+                    record.key, d["seed"], 0, d["lines_found"], d["lines_total"], d["extra_lines"],
+                    d["fix_right"], False, None, record.at,
+                )  # fmt: skip
+                if earlier.solved:
+                    continue
+                scores[key] = DrillScore(
+                    earlier.drill, earlier.seed, earlier.attempts + 1, earlier.lines_found, earlier.lines_total,
+                    earlier.extra_lines, earlier.fix_right_first, d["right"],
+                    d["seconds"] if d["right"] else None, record.at,
+                )  # fmt: skip
+        for result in self.set_results():
+            for drill in result.drills:
+                key = (drill, result.seed)
+                if key not in scores:
+                    scores[key] = DrillScore(drill, result.seed, 0, 0, 1, 0, False, False, None, result.at)
+        return scores
+
+    def sets(self) -> dict[str, TimedSet]:
+        return {
+            r.key: TimedSet(r.key, tuple(r.data["drills"]), r.data["seed"], r.data["started"])
+            for r in self.records
+            if r.kind == "set"
+        }
+
+    def open_sets(self) -> list[TimedSet]:
+        """Sets started and not ended, oldest first (the clock may have run out on some)."""
+        ended = {r.key for r in self.records if r.kind == "set_end"}
+        return [s for s in self.sets().values() if s.id not in ended]
+
+    def running_set(self, now: float) -> TimedSet | None:
+        running = [s for s in self.open_sets() if s.remaining_s(now) > 0]
+        return running[-1] if running else None
+
+    def set_results(self) -> list[SetResult]:
+        sets = self.sets()
+        return [
+            SetResult(
+                sets[r.key].drills,
+                sets[r.key].seed,
+                tuple(r.data["solved"]),
+                r.data["seconds"],
+                r.data["time_up"],
+                r.at,
+            )  # fmt: skip
+            for r in self.records
+            if r.kind == "set_end" and r.key in sets and len(r.data["solved"]) == len(sets[r.key].drills)
+        ]
+
+    def solved(self, drill: str, seed: int) -> bool:
+        score = self.drill_scores().get((drill, seed))
+        return score is not None and score.solved
+
+    def end_record(self, timed: TimedSet, now: float, time_up: bool) -> Record:
+        """The record that ends a set: which drills were solved, and its time (at most the set's limit)."""
+        solved = [self.solved(d, timed.seed) for d in timed.drills]
+        seconds = min(max(now - timed.started, 0.0), SET_MINUTES * 60)
+        return Record.now("set_end", timed.id, {"solved": solved, "seconds": seconds, "time_up": time_up})
+
+    def predictions(self) -> dict[str, Prediction]:
+        """The first answer to each question (a later change of mind is not rescored)."""
+        first: dict[str, Prediction] = {}
+        for r in self.records:
+            if r.kind == "prediction" and r.key not in first:
+                first[r.key] = Prediction(r.key, r.data["question"], r.data["right"], r.at)
+        return first
+
+    def mock_scores(self) -> dict[str, MockScore]:
+        """The latest self-score per lab's question (a redone answer replaces the earlier one)."""
+        return {r.key: MockScore(r.key, r.data["points"], r.at) for r in self.records if r.kind == "mock"}
+
+    def visited(self) -> set[str]:
+        return {r.key for r in self.records if r.kind == "visit"}
+
+    def weakest(self, count: int = 5) -> list[Weak]:
+        """Day 7's review: the answers short of full marks, from the mock interview, the drills and the predictions,
+        the weakest first (the older first among equals)."""
+        answers = [Weak("mock", m.points / MOCK_POINTS, m.at, m) for m in self.mock_scores().values()]
+        answers += [Weak("drill", min(max(s.points / 4, 0.0), 1.0), s.at, s) for s in self.drill_scores().values()]
+        answers += [Weak("prediction", float(p.right), p.at, p) for p in self.predictions().values()]
+        short = [a for a in answers if a.share < 1]
+        return sorted(short, key=lambda a: (a.share, a.at))[:count]
+
+    def days(self, zone: dt.tzinfo = dt.UTC) -> list[ActiveDay]:
+        """Each calendar day with a record, oldest first: the study plan's day k is the k-th of them."""
+
+        def date(at: float) -> dt.date:
+            return dt.datetime.fromtimestamp(at, zone).date()
+
+        by_date: dict[dt.date, list[Record]] = {}
+        for r in self.records:
+            by_date.setdefault(date(r.at), []).append(r)
+        firsts = self.predictions()
+        results = self.set_results()
+        days = []
+        for day, done in sorted(by_date.items()):
+            labs = tuple(dict.fromkeys(r.key for r in done if r.kind == "visit"))
+            predictions = [r for r in done if r.kind == "prediction" and firsts[r.key].at == r.at]
+            attempts = [r for r in done if r.kind == "attempt"]
+            sets = tuple(f"{sum(s.solved)} of {len(s.solved)}" for s in results if date(s.at) == day)
+            days.append(
+                ActiveDay(
+                    day,
+                    labs,
+                    len(predictions),
+                    sum(r.data["right"] for r in predictions),
+                    len(attempts),
+                    sum(r.data["right"] for r in attempts),
+                    sets,
+                    sum(r.kind == "mock" for r in done),
+                )  # fmt: skip
+            )
+        return days
+
+    def plan_days(self, zone: dt.tzinfo = dt.UTC) -> dict[int, list[ActiveDay]]:
+        """The study plan's days 1 to 7, each with the active days that count as it: the k-th active day is day k,
+        and every day after the seventh is more of day 7, the review."""
+        plan: dict[int, list[ActiveDay]] = {}
+        for number, day in enumerate(self.days(zone), 1):
+            plan.setdefault(min(number, PLAN_DAYS), []).append(day)
+        return plan
