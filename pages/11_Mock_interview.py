@@ -4,7 +4,7 @@ import streamlit as st
 
 from explorers.drills import DRILLS
 from explorers.drills.catalogue import label
-from ui import drill, mock, plan, practice
+from ui import drill, mock, plan, practice, progress
 from ui.frame import presenting, start_page
 
 start_page("Mock interview", ":material/record_voice_over:")
@@ -42,4 +42,4 @@ with st.container(border=True, key="mock-coding"):
     drill.timer(presenting())
 
 st.page_link(plan.PAGE, label="Day 7 of the study plan: your weakest answers", icon=":material/event_note:")
-st.caption(plan.WHERE_PROGRESS_LIVES)
+st.caption(progress.where_line())

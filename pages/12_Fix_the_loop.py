@@ -141,7 +141,7 @@ figures.notes_download(
     {
         "What the bench measured": "\n".join(f"- {line}" for line in lesson.symptoms(comparison)),
         "The loop": f"```\n{charts.numbered_source(drill.source)}\n```",
-        "Your drills this session": "\n".join(f"- {practice.describe(s)}" for s in practice.scores()) or "–",
+        "Your drills so far": "\n".join(f"- {s.describe()}" for s in practice.scores()) or "–",
     },
     "fix-the-loop",
 )

@@ -1,22 +1,25 @@
-"""Study plan: seven days, each linked to its labs, with this session's progress."""
+"""Study plan: seven days, each linked to its labs, with what the learner did on each and Day 7's weakest answers."""
 
 import streamlit as st
 
-from ui import drill, mock, plan, practice
-from ui.catalogue import lab
-from ui.frame import start_page
+from ui import drill, mock, plan, progress, your_record
+from ui.catalogue import LABS, lab
+from ui.frame import presenting, start_page
 
 start_page("Study plan", ":material/event_note:")
 st.title(":material/event_note: Study plan")
 st.markdown(f"<p class='question'>{plan.QUESTION}</p>", unsafe_allow_html=True)
 
+history = progress.history()
+visited = history.visited()
 right, asked = drill.score()
-visited = drill.visited()
-progress = st.columns(2)
-progress[0].metric("Labs visited this session", len(visited))
-progress[1].metric("Predictions answered", f"{right} of {asked} right" if asked else "none yet")
-st.caption(plan.WHERE_PROGRESS_LIVES)
+summary = st.columns(2)
+summary[0].metric("Labs opened", len(visited))
+summary[1].metric("Predictions answered", f"{right} of {asked} right" if asked else "none yet")
+st.caption(progress.where_line())
 
+titles = {entry.slug: entry.title for entry in LABS}
+done_on = history.plan_days(progress.zone())
 for day in plan.DAYS:
     with st.container(border=True):
         st.markdown(f"**Day {day.number}. {day.task}**")
@@ -34,23 +37,21 @@ for day in plan.DAYS:
         if day.number == 6:
             st.page_link(mock.PAGE, label="Mock interview", icon=":material/record_voice_over:")
         if day.number == 7:
-            weakest = mock.weakest()
+            weakest = history.weakest()
             if weakest:
-                st.markdown("**Your weakest mock answers**")
-                st.markdown("\n".join(f"- {s.points} of {len(mock.RUBRIC)}: {s.question}" for s in weakest))
+                st.markdown("**Your five weakest answers**")
+                for weak in weakest:
+                    plan.weak_link(weak)
             else:
-                st.caption(mock.NO_SCORES_YET)
-            weakest_drills = practice.weakest()
-            if weakest_drills:
-                st.markdown("**Your weakest Fix-the-loop drills**")
-                for score in weakest_drills:  # each a link back to its drill and seed, to redo it
-                    st.page_link(practice.PAGE, label=practice.describe(score), query_params=practice.link(score))
-            else:
-                st.caption(practice.NO_DRILLS_YET)
+                st.caption(plan.NO_WEAK_YET)
+        for active in done_on.get(day.number, []):
+            st.caption(f":material/check_circle: Your day {day.number}, {active.words(titles)}")
+
+your_record.panel(presenting())
 
 st.subheader("Your answers so far")
 if not drill.answers():
     st.write(plan.NO_ANSWERS_YET)
 else:
     ordered = sorted(drill.answers().values(), key=lambda a: a.right)
-    st.markdown("\n".join(f"- {'✓' if a.right else '✗'} {a.question}" for a in ordered))
+    st.markdown("\n".join(f"- {'✓' if a.right else '✗'} {progress.plain(a.question)}" for a in ordered))

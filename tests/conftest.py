@@ -2,15 +2,26 @@
 
 - `e2e`: drives a running server in a real Chromium (tests/e2e); `slow`: a test file whose runs
   start processes or train for seconds. `make quick` runs everything else.
+- Progress is kept in a throwaway data folder (EXPLORER_DATA), whatever DATABASE_URL the shell has.
 - Each test file starts with an empty run-engine cache, so no file's result or time depends on
   which files ran before it.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 
 import pytest
+
+# Progress goes to a throwaway SQLite file, never the tester's own (servers the tests start inherit this).
+if "EXPLORER_DATA" not in os.environ:
+    os.environ["EXPLORER_DATA"] = tempfile.mkdtemp(prefix="explorer-progress-")
+    atexit.register(shutil.rmtree, os.environ["EXPLORER_DATA"], ignore_errors=True)
+os.environ.pop("DATABASE_URL", None)
 
 # Files whose tests start fresh interpreters, torch.distributed jobs or profiled training runs.
 SLOW_FILES = {

@@ -1,33 +1,30 @@
-"""Interview drill for one browser session: predict-then-reveal scores, labs visited, a speaking timer.
+"""The predict-then-reveal drill's answers and the labs opened, kept as the learner's progress (ui/progress.py);
+and a speaking timer.
 
-Everything lives in the session's state: nothing is stored on the server beyond the session,
-and nothing one user does shows up for another.
+Only the first answer to a question counts; it is kept with the question the lab asked, so the study
+plan can list it. Nothing one learner does shows up for another.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import streamlit as st
 
-ANSWERS_KEY = "_drill_answers"
-VISITED_KEY = "_labs_visited"
+from explorers.progress.history import Prediction
+from explorers.progress.records import MAX_QUESTION_CHARS, Record
+from ui import progress
+
 TIMER_CHOICES = (("30 s", 30), ("2 min", 120), ("10 min", 600))  # headline, four parts, whiteboard pass
-
-
-@dataclass(frozen=True)
-class Answer:
-    question: str
-    right: bool
 
 
 def record(key: str, question: str, right: bool) -> None:
     """Count the first answer to a question; later changes of mind are revealed but not rescored."""
-    st.session_state.setdefault(ANSWERS_KEY, {}).setdefault(key, Answer(question, right))
+    if key not in answers():
+        asked = " ".join(question.split())[:MAX_QUESTION_CHARS]  # one printable line, as records keep it
+        progress.add(Record.now("prediction", key, {"question": asked, "right": right}))
 
 
-def answers() -> dict[str, Answer]:
-    return st.session_state.get(ANSWERS_KEY, {})
+def answers() -> dict[str, Prediction]:
+    return progress.history().predictions()
 
 
 def score() -> tuple[int, int]:
@@ -36,11 +33,11 @@ def score() -> tuple[int, int]:
 
 
 def visit(slug: str) -> None:
-    st.session_state.setdefault(VISITED_KEY, set()).add(slug)
+    progress.visit(slug)
 
 
 def visited() -> set[str]:
-    return st.session_state.get(VISITED_KEY, set())
+    return progress.history().visited()
 
 
 def timer(presenting: bool = False) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 import streamlit as st
 
 from explorers import environment
-from ui import drill, heap, mock, notes, plan, upload_limits
+from ui import drill, heap, mock, notes, plan, progress, upload_limits
 from ui.catalogue import LABS, Lab, lab
 from ui.fields import (
     BoolField,
@@ -118,6 +118,9 @@ def setup_page(title: str, icon: str) -> list[str]:
             help="For a projector: larger text and figures, settings folded away. It stays on across labs, "
             "and a shared link keeps it.",
         )
+        st.caption(progress.where_line())
+        progress.remember_in_browser()
+    progress.notice()
     return notices
 
 

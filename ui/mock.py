@@ -1,8 +1,7 @@
 """The mock interview: three of the labs' questions, answered aloud at three depths, challenged, then self-scored.
 
-Like the drill (ui/drill.py), it lives in this browser session's state on the server: the
-set's seed and the scores are in st.session_state, in memory, never on disk, and gone when
-the session ends. The weakest scores feed the study plan's Day 7.
+The set's seed is this session's; each saved self-score is kept as the learner's progress
+(ui/progress.py), so it lasts across reloads and days. The weakest scores feed the study plan's Day 7.
 """
 
 from __future__ import annotations
@@ -13,7 +12,9 @@ from dataclasses import dataclass
 import streamlit as st
 
 from explorers.drills import DRILLS
-from ui import challenges
+from explorers.progress.history import MOCK_POINTS, MockScore
+from explorers.progress.records import Record
+from ui import challenges, progress
 from ui.catalogue import LABS, Lab
 
 PAGE = "pages/11_Mock_interview.py"
@@ -24,7 +25,7 @@ DEPTHS = (
     "**2 min:** the four parts: requirement, mechanism, evidence from the lab, recovery.",
     "**10 min:** the whiteboard pass: draw the flow, name who owns each piece of state, add an invariant.",
 )
-RUBRIC = (
+RUBRIC = (  # MOCK_POINTS items: a score is how many were ticked
     "Requirement: what must hold, stated before the how",
     "Mechanism: how PyTorch makes it hold",
     "Evidence: a number from a run, with its settings",
@@ -37,20 +38,12 @@ CODING_QUESTION = (
 )
 NO_SCORES_YET = "Score an answer in the mock interview and your weakest appear here."
 SEED_KEY = "_mock_seed"
-SCORES_KEY = "_mock_scores"
 
 
 @dataclass(frozen=True)
 class Asked:
     lab: Lab
     challenge: str
-
-
-@dataclass(frozen=True)
-class Score:
-    question: str
-    lab: Lab
-    points: int  # rubric items ticked, of len(RUBRIC)
 
 
 def draw(seed: int) -> list[Asked]:
@@ -86,16 +79,15 @@ def new_set() -> None:
 
 def record(asked: Asked, points: int) -> None:
     """The latest self-score for a lab's question (a redone answer replaces the earlier score)."""
-    st.session_state.setdefault(SCORES_KEY, {})[asked.lab.slug] = Score(asked.lab.question, asked.lab, points)
+    progress.add(Record.now("mock", asked.lab.slug, {"points": points}))
 
 
-def saved_words(score: Score) -> str:
+def saved_words(score: MockScore) -> str:
     return f"Saved: {score.points} of {len(RUBRIC)}. The study plan's Day 7 lists your weakest."
 
 
-def scores() -> dict[str, Score]:
-    return st.session_state.get(SCORES_KEY, {})
+def scores() -> dict[str, MockScore]:
+    return progress.history().mock_scores()
 
 
-def weakest(count: int = 5) -> list[Score]:
-    return sorted(scores().values(), key=lambda s: s.points)[:count]
+assert len(RUBRIC) == MOCK_POINTS

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import streamlit as st
+
+from explorers.progress.history import MOCK_POINTS, Weak
+from ui import mock, practice, progress
+from ui.catalogue import LABS
+
 PAGE = "pages/9_Study_plan.py"
 QUESTION = "Seven days to answer the eight questions out loud, with evidence."
-# Where drill answers and visited labs live (ui/drill.py keeps them in st.session_state).
-WHERE_PROGRESS_LIVES = (
-    "Progress lives in this browser session's state on the server, in memory: it is not written to disk, "
-    "and it is gone when the session ends or the server restarts."
-)
 NO_ANSWERS_YET = "Answer a lab's predict-then-reveal question and it appears here; wrong first answers come first."
+NO_WEAK_YET = (
+    "Score a mock interview answer, check a Fix-the-loop answer or answer a lab's prediction, and your weakest "
+    "answers appear here."
+)
 
 
 @dataclass(frozen=True)
@@ -75,3 +80,23 @@ DAYS = (
         (),
     ),
 )
+
+
+def weak_link(weak: Weak) -> None:
+    """One of Day 7's weakest answers, as a link back to where it is redone."""
+    item = weak.item
+    if weak.kind == "drill":
+        st.page_link(practice.PAGE, label=f"Fix the loop, {item.describe()}", query_params=practice.link(item))
+        return
+    slug = item.lab if weak.kind == "mock" else item.key.split(".", 1)[0]
+    entry = next((e for e in LABS if e.slug == slug), None)
+    if weak.kind == "mock":
+        words = f"Mock interview, {item.points} of {MOCK_POINTS}: {entry.question if entry else slug}"
+        target = mock.PAGE
+    else:
+        words = f"Prediction, wrong first answer: {progress.plain(item.question)}"
+        target = entry.page if entry and entry.page else None
+    if target:
+        st.page_link(target, label=words, icon=":material/replay:")
+    else:
+        st.markdown(f"- {words}")

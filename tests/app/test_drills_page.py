@@ -184,10 +184,12 @@ def test_a_timed_set_opens_five_drills_and_its_scores_reach_the_study_plan():
     at.button(key="set-end").click().run()
     assert at.button(key="set-start")
     at.switch_page("pages/9_Study_plan.py").run()
-    assert any("weakest Fix-the-loop drills" in m.value for m in at.markdown)
-    links = [link.proto for link in at.get("page_link") if "1 attempt" in link.proto.label]
-    assert links and drill.title in links[0].label and links[0].page == "Fix_the_loop"  # day 7 links back to it
-    assert f"drill={drill.link_id}" in links[0].query_string and drill.name not in links[0].query_string
+    assert any("Your five weakest answers" in m.value for m in at.markdown)
+    links = [link.proto for link in at.get("page_link") if link.proto.label.startswith("Fix the loop, Drill")]
+    assert len(links) == 4 and not any("1 attempt" in link.label for link in links)  # solved at once: not weak
+    unsolved = BY_LINK_ID[dict(p.split("=") for p in links[0].query_string.split("&"))["drill"]]
+    assert unsolved.title in links[0].label and links[0].page == "Fix_the_loop"  # day 7 links back to it
+    assert unsolved.name not in links[0].query_string and unsolved != drill
 
 
 def test_the_mock_interview_draws_a_drill_as_its_coding_question():
@@ -220,8 +222,10 @@ def test_a_timed_set_whose_clock_ran_out_ends_itself_with_its_result():
 
     at = open_page(PAGE)
     at.button(key="set-start").click().run()
-    timed = at.session_state["_loop_set"]
-    at.session_state["_loop_set"] = dataclasses.replace(timed, started=time.monotonic() - 15 * 60 - 1)
+    records = list(at.session_state["_progress_records"])  # the set as the learner's records keep it
+    start = next(i for i, r in enumerate(records) if r.kind == "set")
+    records[start] = dataclasses.replace(records[start], data={**records[start].data, "started": time.time() - 901})
+    at.session_state["_progress_records"] = records
     at.run()
     assert not at.exception and at.info[0].value.startswith("Time is up: 0 of 5 solved in 15:00.")
     assert at.button(key="set-start") and not [b for b in at.button if b.key == "set-end"]

@@ -28,7 +28,7 @@ def test_a_set_is_three_questions_from_three_labs_each_with_its_lab_a_challenge_
     ]
     assert sorted(kinds) == sorted(ui_challenges.KINDS)
     assert len(at.checkbox) == 3 * len(mock.RUBRIC)
-    assert "in memory" in " ".join(c.value for c in at.caption)  # it says where the scores are kept
+    assert "saved in SQLite" in " ".join(c.value for c in at.caption)  # it says where the scores are kept
 
 
 def test_new_set_draws_again_and_a_saved_score_reaches_day_7_weakest_first():
@@ -47,9 +47,8 @@ def test_new_set_draws_again_and_a_saved_score_reaches_day_7_weakest_first():
     assert not at.exception
     assert any("Saved: 1 of 5" in c.value for c in at.caption) and any("Saved: 4 of 5" in c.value for c in at.caption)
     at.switch_page(plan.PAGE).run()
-    weakest = [m.value for m in at.markdown if m.value.startswith("- 1 of 5")]
-    listed = [m.value for m in at.markdown if "of 5:" in m.value]
-    assert weakest and listed[0].index("1 of 5") < listed[0].index("4 of 5")
+    listed = [link.proto.label for link in at.get("page_link") if link.proto.label.startswith("Mock interview, ")]
+    assert [label.split(":")[0] for label in listed] == ["Mock interview, 1 of 5", "Mock interview, 4 of 5"]
 
 
 def test_every_lab_on_the_menu_has_a_challenge_of_every_kind_that_names_its_own_subject():

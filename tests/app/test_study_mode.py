@@ -67,14 +67,17 @@ def test_predictions_are_scored_once_per_question():
     assert any("Twice one pass" in s.value or "Right" in s.value for s in at.success)
 
 
-def test_the_study_plan_shows_this_sessions_labs_and_answers():
+def test_the_study_plan_shows_the_learners_labs_and_answers_and_what_was_done_today():
     at = open_page("pages/1_Autograd.py")
     at.radio(key="autograd.predict").set_value("Zero").run()
     at.switch_page(plan.PAGE).run()
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Labs visited this session"] == "1" and metrics["Predictions answered"] == "0 of 1 right"
-    assert any("✗ After forward, then backward(retain_graph=True) twice" in m.value for m in at.markdown)
+    assert metrics["Labs opened"] == "1" and metrics["Predictions answered"] == "0 of 1 right"
+    today = [c.value for c in at.caption if c.value.startswith(":material/check_circle: Your day 1, ")]
+    assert len(today) == 1 and today[0].endswith(": opened Autograd; 1 prediction, 0 right")
+    shown = [re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown]  # as rendered: its punctuation is escaped
+    assert any("✗ After forward, then backward(retain_graph=True) twice" in text for text in shown)
     fresh = open_page(plan.PAGE)
     assert {m.label: m.value for m in fresh.metric}["Predictions answered"] == "none yet"
 
