@@ -51,3 +51,14 @@ def _empty_engine_cache():
     if engine is not None and engine._default is not None:
         engine._default.forget_results()
     yield
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A throwaway PostgreSQL cluster for the session (skipped where no PostgreSQL is installed)."""
+    from tests import postgres
+
+    if postgres.binaries() is None:
+        pytest.skip("no PostgreSQL here (make test installs it as root on Debian)")
+    with postgres.cluster() as url:
+        yield url

@@ -144,7 +144,7 @@ class Store:
             return "an unreadable DATABASE_URL"
         if url.get_backend_name() == "sqlite":
             return f"the SQLite file {url.database}"
-        return f"the {url.get_backend_name()} database {url.database} on {url.host or 'localhost'}"
+        return f"the {self.kind} database {url.database} on {url.host or 'localhost'}"
 
     @property
     def kind(self) -> str:
