@@ -97,6 +97,7 @@ def setup_page(title: str, icon: str) -> list[str]:
         st.html(PRESENTATION_CSS)
     start_engine()  # workers warm up while the user reads: the first lab run finds them ready
     upload_limits.install_on_server()  # once per server: uploads no widget holds are bounded
+    progress.records()  # read once a session: the sidebar and the notice below say whether the store answered
     with st.sidebar:
         st.page_link("app.py", label="PyTorch Explorer", icon=":material/local_fire_department:")
         st.caption("Labs")

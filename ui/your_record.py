@@ -1,4 +1,8 @@
-"""The learner's own record, on the study plan: the resume code, export, import and delete."""
+"""The learner's own record, on the study plan: the resume code, export, import and delete.
+
+Each action runs in its widget's callback, before the page draws, so the plan above it already shows the
+record as the action left it; what the action did is said once, in the panel.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,10 @@ import streamlit as st
 from explorers.progress import learner as ids
 from explorers.progress import transfer
 from explorers.progress.store import StoreUnavailable
+from explorers.wording import count
 from ui import progress
 
-IMPORTED_KEY = "_progress_imported"  # the uploaded files already imported, by file id
+SAID_KEY = "_record_said"  # (ok, words) of the last action, shown once
 TITLE = "Your record: resume code, export, import, delete"
 KEPT = (
     "Kept: the labs you opened and when, your first answer to each prediction, your Fix-the-loop attempts and "
@@ -18,10 +23,16 @@ KEPT = (
 
 
 def panel(presenting: bool) -> None:
-    with st.expander(TITLE, icon=":material/badge:"):
+    with st.expander(TITLE, icon=":material/badge:", expanded=SAID_KEY in st.session_state):
         st.caption(f"{KEPT} Where: {progress.store().where}.")
         _resume_code(presenting)
-        _continue_with_code()
+        st.text_input(
+            "Continue with a resume code from another device",
+            max_chars=ids.MAX_CODE_CHARS,
+            key="record-code",
+            placeholder="XXXX-XXXX-XXXX-XXXX-XXXX-XXXX-XXXX-XXXX",
+        )
+        st.button("Continue with this code", key="record-continue", on_click=_continue)
         st.download_button(
             "Export my record (JSON)",
             transfer.export(progress.records()),
@@ -30,8 +41,20 @@ def panel(presenting: bool) -> None:
             icon=":material/download:",
             key="record-export",
         )
-        _import()
-        _delete()
+        st.file_uploader(
+            "Import a record (a JSON export)",
+            type=["json"],
+            key="record-import",
+            max_upload_size=transfer.MAX_BYTES // 2**20,
+            on_change=_import,
+        )
+        sure = st.checkbox("I want to delete my record from this server", key="record-delete-sure")
+        st.button(
+            "Delete my record", key="record-delete", disabled=not sure, icon=":material/delete:", on_click=_delete
+        )
+        if SAID_KEY in st.session_state:
+            ok, words = st.session_state.pop(SAID_KEY)
+            (st.success if ok else st.error)(words, icon=":material/check:" if ok else ":material/error:")
 
 
 def _resume_code(presenting: bool) -> None:
@@ -43,64 +66,48 @@ def _resume_code(presenting: bool) -> None:
     st.caption("Anyone who has it can read and change your record: keep it like a password.")
 
 
-def _continue_with_code() -> None:
-    typed = st.text_input(
-        "Continue with a resume code from another device",
-        max_chars=ids.MAX_CODE_CHARS,
-        key="record-code",
-        placeholder="XXXX-XXXX-XXXX-XXXX-XXXX-XXXX-XXXX-XXXX",
-    )
-    if not st.button("Continue with this code", key="record-continue", disabled=not typed):
-        return
-    new_id = ids.parse_code(typed)
+def _say(ok: bool, words: str) -> None:
+    st.session_state[SAID_KEY] = (ok, words)
+
+
+def _continue() -> None:
+    new_id = ids.parse_code(st.session_state.get("record-code") or "")
     if new_id is None:
-        st.error("That is not a resume code: 32 letters and digits, in groups of four.", icon=":material/error:")
+        _say(False, "That is not a resume code: 32 letters and digits, in groups of four.")
     elif new_id == progress.learner():
-        st.info("That is this browser's own code already.")
+        _say(True, "That is this browser's own code already.")
     else:
         moved = progress.switch_to(new_id)
-        kept = len(progress.records())
-        st.success(
-            f"Continuing with that code: {kept} records. This browser's {moved} were added to them.",
-            icon=":material/check:",
-        )
+        kept = count(len(progress.records()), "record")
+        _say(True, f"Continuing with that code: {kept}, this browser's {moved} among them.")
+    st.session_state["record-code"] = ""
 
 
 def _import() -> None:
-    upload = st.file_uploader(
-        "Import a record (a JSON export)",
-        type=["json"],
-        key="record-import",
-        max_upload_size=transfer.MAX_BYTES // 2**20,
-    )
+    upload = st.session_state.get("record-import")
     if upload is None:
         return
-    done = st.session_state.setdefault(IMPORTED_KEY, {})
-    if upload.file_id not in done:
-        done[upload.file_id] = _import_words(upload.getvalue())
-    ok, words = done[upload.file_id]
-    (st.success if ok else st.error)(words, icon=":material/check:" if ok else ":material/error:")
-
-
-def _import_words(data: bytes) -> tuple[bool, str]:
     try:
-        imported = transfer.read(data)
+        imported = transfer.read(upload.getvalue())
     except transfer.Refused as refused:
-        return False, f"Not imported. {progress.plain(str(refused))}"
+        _say(False, f"Not imported. {progress.plain(str(refused))}")
+        return
     fresh = transfer.new_records(progress.records(), imported)
     progress.add(*fresh)
     if progress.down():
-        return False, "Read, but not saved: progress is not being saved now (see the notice at the top)."
+        _say(False, "Read, but not saved yet: progress is not being saved now (see the notice at the top).")
+        return
     already = len(imported) - len(fresh)
-    return True, f"Imported {len(fresh)} records" + (f" ({already} were already in your record)." if already else ".")
+    _say(
+        True, f"Imported {count(len(fresh), 'record')}" + (f" ({already} already in your record)." if already else ".")
+    )
 
 
 def _delete() -> None:
-    sure = st.checkbox("I want to delete my record from this server", key="record-delete-sure")
-    if st.button("Delete my record", key="record-delete", disabled=not sure, icon=":material/delete:"):
-        try:
-            deleted = progress.forget()
-        except StoreUnavailable as error:
-            st.error(f"Nothing deleted: the store is unavailable ({progress.plain(str(error))}).")
-            return
-        st.success(f"Deleted {deleted} records. This browser now starts a new, empty record.")
+    try:
+        deleted = progress.forget()
+    except StoreUnavailable as error:
+        _say(False, f"Nothing deleted: the store is unavailable ({progress.plain(str(error))}).")
+        return
+    st.session_state["record-delete-sure"] = False
+    _say(True, f"Deleted {count(deleted, 'record')}. This browser now starts a new, empty record.")

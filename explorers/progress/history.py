@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from explorers.drills.catalogue import label
 from explorers.progress.records import Record
+from explorers.wording import count
 
 SET_SIZE = 5
 SET_MINUTES = 15  # three minutes a drill: an interview's "find the bug in this loop"
@@ -132,18 +133,14 @@ class ActiveDay:
         if self.labs:
             done.append("opened " + ", ".join(titles.get(slug, slug) for slug in self.labs))
         if self.predictions:
-            done.append(f"{_count(self.predictions, 'prediction')}, {self.right} right")
+            done.append(f"{count(self.predictions, 'prediction')}, {self.right} right")
         if self.attempts:
-            done.append(f"{_count(self.attempts, 'drill attempt')}, {self.solved} solved")
+            done.append(f"{count(self.attempts, 'drill attempt')}, {self.solved} solved")
         if self.sets:
-            done.append(f"{_count(len(self.sets), 'timed set')} ({', '.join(self.sets)} solved)")
+            done.append(f"{count(len(self.sets), 'timed set')} ({', '.join(self.sets)} solved)")
         if self.mock:
-            done.append(_count(self.mock, "mock answer") + " scored")
+            done.append(count(self.mock, "mock answer") + " scored")
         return f"{self.date:%a} {self.date.day} {self.date:%b}: " + "; ".join(done)
-
-
-def _count(n: int, thing: str) -> str:
-    return f"{n} {thing}{'s' * (n != 1)}"
 
 
 class History:
