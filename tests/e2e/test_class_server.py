@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.timed_set import ONE_SOLVED, solve_the_first_drill_of_a_new_set
+
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -253,6 +255,27 @@ def test_a_killed_replica_is_started_again_and_serves_its_clients_within_30_s(br
         answer = page.goto(f"{class_server['url']}/Modes")
         assert answer.headers["x-explorer-replica"] == dead  # its clients are back on it
         page.locator(CHART).first.wait_for()
+    finally:
+        context.close()
+
+
+def test_a_drill_score_and_a_timed_set_survive_the_learners_replica_being_killed(browser, class_server):
+    """Progress is in the store both replicas share, under the learner's cookie: the replica that held the session
+    is killed mid-set, and the reload that nginx sends to the other replica shows the same set and score."""
+    run, (_, mine) = class_server["run"], class_server["replicas"]
+    context = client(browser, class_server, mine)
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    try:
+        solve_the_first_drill_of_a_new_set(page, class_server["url"])
+        pid = int((run / f"replica-{mine.rsplit(':', 1)[1]}.pid").read_text())
+        os.killpg(pid, signal.SIGKILL)
+        answer = page.reload()
+        page.get_by_text(ONE_SOLVED).wait_for()
+        assert (
+            answer.headers["x-explorer-replica"] != mine
+            or int((run / f"replica-{mine.rsplit(':', 1)[1]}.pid").read_text()) != pid
+        )
     finally:
         context.close()
 
