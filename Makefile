@@ -10,7 +10,7 @@ PORT ?= 8501
 HOST ?= localhost
 PIP := $(BIN)/python -m pip install --disable-pip-version-check -q
 
-.PHONY: run serve serve-stop proxy test quick lint unit app e2e bench screenshots browser clean
+.PHONY: run serve serve-stop proxy database test quick lint unit app e2e bench screenshots browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,18 @@ proxy:
 		exit $(PROXY_REQUIRED); \
 	fi
 
+# The progress store's PostgreSQL tests start a throwaway cluster from Debian's server binaries: installed here
+# the way `browser` installs Chromium, without the package's own cluster (nothing is left running).
+database:
+	@if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "database: PostgreSQL $$(ls /usr/lib/postgresql 2>/dev/null | tail -1)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		mkdir -p /etc/postgresql-common && echo "create_main_cluster = false" >> /etc/postgresql-common/createcluster.conf; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	else \
+		echo "no PostgreSQL (Debian/Ubuntu: sudo apt-get install postgresql): its tests skip"; \
+	fi
+
 # Browser tests use Debian's Chromium when present (Playwright cannot download one everywhere),
 # install it when we are root on Debian, and otherwise let Playwright fetch its own.
 browser: $(VENV)/.dev
@@ -64,7 +76,7 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint browser proxy
+test: lint browser proxy database
 	$(BIN)/python -m pytest --durations=25
 
 # The fast part of the suite (no browser, no process-starting or training-heavy files): a few minutes.
@@ -93,6 +105,7 @@ bench: browser
 	$(BIN)/python benchmarks/bench_ddp.py
 	$(BIN)/python benchmarks/bench_scale.py
 	$(BIN)/python benchmarks/bench_drills.py
+	$(BIN)/python benchmarks/bench_progress.py
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache

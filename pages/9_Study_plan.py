@@ -44,14 +44,17 @@ for day in plan.DAYS:
                     plan.weak_link(weak)
             else:
                 st.caption(plan.NO_WEAK_YET)
-        for active in done_on.get(day.number, []):
-            st.caption(f":material/check_circle: Your day {day.number}, {active.words(titles)}")
+        if day.number in done_on:
+            st.caption(f":material/check_circle: Your day {day.number}, {done_on[day.number].words(titles)}")
 
 your_record.panel(presenting())
 
 st.subheader("Your answers so far")
-if not drill.answers():
+answers = sorted(drill.answers().values(), key=lambda a: (a.right, -a.at))  # wrong first, then the latest
+if not answers:
     st.write(plan.NO_ANSWERS_YET)
 else:
-    ordered = sorted(drill.answers().values(), key=lambda a: a.right)
-    st.markdown("\n".join(f"- {'✓' if a.right else '✗'} {progress.plain(a.question)}" for a in ordered))
+    shown = answers[: plan.ANSWERS_SHOWN]
+    st.markdown("\n".join(f"- {'✓' if a.right else '✗'} {progress.plain(a.question)}" for a in shown))
+    if len(answers) > len(shown):
+        st.caption(f"And {len(answers) - len(shown)} more: export your record to see them all.")

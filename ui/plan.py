@@ -13,6 +13,7 @@ from ui.catalogue import LABS
 PAGE = "pages/9_Study_plan.py"
 QUESTION = "Seven days to answer the eight questions out loud, with evidence."
 NO_ANSWERS_YET = "Answer a lab's predict-then-reveal question and it appears here; wrong first answers come first."
+ANSWERS_SHOWN = 20
 NO_WEAK_YET = (
     "Score a mock interview answer, check a Fix-the-loop answer or answer a lab's prediction, and your weakest "
     "answers appear here."

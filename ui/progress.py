@@ -33,6 +33,7 @@ UNSAVED_KEY = "_progress_unsaved"  # kept here while the store could not take th
 DOWN_KEY = "_progress_down"  # why the store failed, while it fails
 COOKIE_SET_KEY = "_learner_cookie_set"  # the id this session's page last wrote to the cookie
 VISITS_KEY = "_progress_visits"  # (lab, date) visits written this session
+HISTORY_KEY = "_progress_history"  # (which records, their History)
 _MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 
 
@@ -73,7 +74,13 @@ def records() -> list[Record]:
 
 
 def history() -> History:
-    return History(records())
+    """The views of this session's records, made again only when the records change."""
+    kept = records()
+    made = st.session_state.get(HISTORY_KEY)
+    if made is None or made[0] != (id(kept), len(kept)):
+        made = ((id(kept), len(kept)), History(kept))
+        st.session_state[HISTORY_KEY] = made
+    return made[1]
 
 
 def add(*kept: Record) -> None:

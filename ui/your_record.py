@@ -6,6 +6,8 @@ record as the action left it; what the action did is said once, in the panel.
 
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
 from explorers.progress import learner as ids
@@ -35,7 +37,7 @@ def panel(presenting: bool) -> None:
         st.button("Continue with this code", key="record-continue", on_click=_continue)
         st.download_button(
             "Export my record (JSON)",
-            transfer.export(progress.records()),
+            functools.partial(transfer.export, list(progress.records())),  # made on the click, not every rerun
             file_name="pytorch-explorer-progress.json",
             mime="application/json",
             icon=":material/download:",

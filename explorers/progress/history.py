@@ -7,6 +7,7 @@ another device that reads the same records shows the same progress.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -116,9 +117,11 @@ class Weak:
 
 @dataclass(frozen=True)
 class ActiveDay:
-    """One calendar day on which the learner did something, in the learner's time zone."""
+    """What the learner did on one calendar day with a record (in their time zone), or on a run of such days."""
 
-    date: dt.date
+    first: dt.date
+    last: dt.date
+    days: int  # active days from first to last
     labs: tuple[str, ...]  # slugs, in the order first opened
     predictions: int
     right: int
@@ -127,8 +130,17 @@ class ActiveDay:
     sets: tuple[str, ...]  # each ended set's "k of n"
     mock: int
 
+    @classmethod
+    def merged(cls, days: list[ActiveDay]) -> ActiveDay:
+        return cls(
+            days[0].first, days[-1].last, sum(d.days for d in days),
+            tuple(dict.fromkeys(slug for d in days for slug in d.labs)),
+            *(sum(getattr(d, name) for d in days) for name in ("predictions", "right", "attempts", "solved")),
+            tuple(s for d in days for s in d.sets), sum(d.mock for d in days),
+        )  # fmt: skip
+
     def words(self, titles: Mapping[str, str]) -> str:
-        """What was done, e.g. "Sun 6 Dec: opened Autograd, Modes; 3 predictions, 2 right; 1 drill solved"."""
+        """What was done, e.g. "Sun 6 Dec: opened Autograd, Modes; 3 predictions, 2 right"."""
         done = []
         if self.labs:
             done.append("opened " + ", ".join(titles.get(slug, slug) for slug in self.labs))
@@ -136,18 +148,38 @@ class ActiveDay:
             done.append(f"{count(self.predictions, 'prediction')}, {self.right} right")
         if self.attempts:
             done.append(f"{count(self.attempts, 'drill attempt')}, {self.solved} solved")
-        if self.sets:
+        if len(self.sets) > 3:
+            done.append(f"{count(len(self.sets), 'timed set')}")
+        elif self.sets:
             done.append(f"{count(len(self.sets), 'timed set')} ({', '.join(self.sets)} solved)")
         if self.mock:
             done.append(count(self.mock, "mock answer") + " scored")
-        return f"{self.date:%a} {self.date.day} {self.date:%b}: " + "; ".join(done)
+        if self.days == 1:
+            when = f"{self.first:%a} {self.first.day} {self.first:%b}"
+        else:
+            when = f"{self.days} days from {self.first.day} {self.first:%b %Y} to {self.last.day} {self.last:%b %Y}"
+        return f"{when}: " + "; ".join(done)
 
 
 class History:
+    """The views of one snapshot of a learner's records; each view is computed once, on first use."""
+
     def __init__(self, records: Iterable[Record]) -> None:
         self.records = list(records)
+        self._plans: dict[dt.tzinfo, dict[int, ActiveDay]] = {}
 
     def drill_scores(self) -> dict[tuple[str, int], DrillScore]:
+        return self._drill_scores
+
+    def set_results(self) -> list[SetResult]:
+        return self._set_results
+
+    def predictions(self) -> dict[str, Prediction]:
+        """The first answer to each question (a later change of mind is not rescored)."""
+        return self._predictions
+
+    @functools.cached_property
+    def _drill_scores(self) -> dict[tuple[str, int], DrillScore]:
         """Per drill and seed: the first attempt sets the lines and fix scores; attempts count until solved; a
         drill of an ended set never attempted counts as unsolved with none."""
         scores: dict[tuple[str, int], DrillScore] = {}
@@ -189,7 +221,8 @@ class History:
         running = [s for s in self.open_sets() if s.remaining_s(now) > 0]
         return running[-1] if running else None
 
-    def set_results(self) -> list[SetResult]:
+    @functools.cached_property
+    def _set_results(self) -> list[SetResult]:
         sets = self.sets()
         return [
             SetResult(
@@ -214,8 +247,8 @@ class History:
         seconds = min(max(now - timed.started, 0.0), SET_MINUTES * 60)
         return Record.now("set_end", timed.id, {"solved": solved, "seconds": seconds, "time_up": time_up})
 
-    def predictions(self) -> dict[str, Prediction]:
-        """The first answer to each question (a later change of mind is not rescored)."""
+    @functools.cached_property
+    def _predictions(self) -> dict[str, Prediction]:
         first: dict[str, Prediction] = {}
         for r in self.records:
             if r.kind == "prediction" and r.key not in first:
@@ -247,32 +280,37 @@ class History:
         by_date: dict[dt.date, list[Record]] = {}
         for r in self.records:
             by_date.setdefault(date(r.at), []).append(r)
+        sets_by_date: dict[dt.date, list[str]] = {}
+        for result in self.set_results():
+            sets_by_date.setdefault(date(result.at), []).append(f"{sum(result.solved)} of {len(result.solved)}")
         firsts = self.predictions()
-        results = self.set_results()
         days = []
         for day, done in sorted(by_date.items()):
-            labs = tuple(dict.fromkeys(r.key for r in done if r.kind == "visit"))
             predictions = [r for r in done if r.kind == "prediction" and firsts[r.key].at == r.at]
             attempts = [r for r in done if r.kind == "attempt"]
-            sets = tuple(f"{sum(s.solved)} of {len(s.solved)}" for s in results if date(s.at) == day)
             days.append(
                 ActiveDay(
                     day,
-                    labs,
+                    day,
+                    1,
+                    tuple(dict.fromkeys(r.key for r in done if r.kind == "visit")),
                     len(predictions),
                     sum(r.data["right"] for r in predictions),
                     len(attempts),
                     sum(r.data["right"] for r in attempts),
-                    sets,
+                    tuple(sets_by_date.get(day, ())),
                     sum(r.kind == "mock" for r in done),
                 )  # fmt: skip
             )
         return days
 
-    def plan_days(self, zone: dt.tzinfo = dt.UTC) -> dict[int, list[ActiveDay]]:
-        """The study plan's days 1 to 7, each with the active days that count as it: the k-th active day is day k,
-        and every day after the seventh is more of day 7, the review."""
-        plan: dict[int, list[ActiveDay]] = {}
-        for number, day in enumerate(self.days(zone), 1):
-            plan.setdefault(min(number, PLAN_DAYS), []).append(day)
-        return plan
+    def plan_days(self, zone: dt.tzinfo = dt.UTC) -> dict[int, ActiveDay]:
+        """The study plan's days 1 to 7, each what was done on it: the k-th active day is day k, and every day after
+        the seventh is more of day 7, the review, said together."""
+        if zone not in self._plans:
+            days = self.days(zone)
+            plan = {number: day for number, day in enumerate(days[: PLAN_DAYS - 1], 1)}
+            if len(days) >= PLAN_DAYS:
+                plan[PLAN_DAYS] = ActiveDay.merged(days[PLAN_DAYS - 1 :])
+            self._plans[zone] = plan
+        return self._plans[zone]

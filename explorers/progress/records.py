@@ -20,7 +20,7 @@ from typing import Any
 
 from explorers.drills.catalogue import DRILLS
 
-EARLIEST = 1_767_225_600.0  # 2026-01-01 UTC: no record is older than the store
+EARLIEST = 1_704_067_200.0  # 2024-01-01 UTC: before the app, so before any record
 FUTURE_SLACK_S = 24 * 3600.0  # a clock a day fast is tolerated, further is refused
 MAX_SEED = 10**6
 MAX_SECONDS = 7 * 24 * 3600.0
@@ -83,7 +83,7 @@ def _bools(value: Any) -> list[bool]:
 
 def _started(value: Any) -> float:
     if type(value) not in (int, float) or not EARLIEST <= value <= time.time() + FUTURE_SLACK_S:
-        raise Invalid("a time since 2026")
+        raise Invalid("a time since 2024")
     return float(value)
 
 
