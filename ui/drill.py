@@ -32,14 +32,6 @@ def score() -> tuple[int, int]:
     return sum(a.right for a in given), len(given)
 
 
-def visit(slug: str) -> None:
-    progress.visit(slug)
-
-
-def visited() -> set[str]:
-    return progress.history().visited()
-
-
 def timer(presenting: bool = False) -> None:
     """A countdown for a spoken answer, run in the browser (a server-side clock would rerun the page every second).
     Its frame is a page of its own: presenting, its text grows here, as the page's does."""

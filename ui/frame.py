@@ -25,7 +25,7 @@ from typing import Any
 import streamlit as st
 
 from explorers import environment
-from ui import drill, heap, mock, notes, plan, progress, upload_limits
+from ui import heap, mock, notes, plan, progress, upload_limits
 from ui.catalogue import LABS, Lab, lab
 from ui.fields import (
     BoolField,
@@ -261,7 +261,7 @@ def start_lab(slug: str, fields: Sequence[Field]) -> LabPage:
     """Page config, menu, header, URL state and the device choice for one lab."""
     entry = lab(slug)
     notices = setup_page(entry.title, entry.icon)
-    drill.visit(slug)
+    progress.visit(slug)
     devices = tuple(environment.available_devices())
     device = ChoiceField("device", "cpu", devices, label="Device", help="CUDA and MPS appear only when present.")
     page = LabPage(entry, (*fields, device))

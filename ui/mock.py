@@ -36,7 +36,6 @@ CODING_QUESTION = (
     "The interviewer hands you a training loop that trains badly. Find the lines and the fix from its symptoms, "
     "then say why at 30 s and 2 min."
 )
-NO_SCORES_YET = "Score an answer in the mock interview and your weakest appear here."
 SEED_KEY = "_mock_seed"
 
 

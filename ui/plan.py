@@ -76,8 +76,8 @@ DAYS = (
     Day(
         7,
         "Review your five weakest answers",
-        "Redo your weakest answers below (the mock interview's lowest scores, your weakest drills, then the "
-        "predictions you got wrong) at 30 seconds, 2 minutes and 10 minutes.",
+        "Redo your five weakest answers below, drawn from your mock interview scores, your drills and your "
+        "predictions, the weakest first, at 30 seconds, 2 minutes and 10 minutes.",
         (),
     ),
 )

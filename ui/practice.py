@@ -17,9 +17,7 @@ from explorers.progress.records import Record
 from ui import progress
 
 PAGE = "pages/12_Fix_the_loop.py"
-NO_DRILLS_YET = "Check an answer in Fix the loop and your weakest drills appear here."
 OPENED_KEY = "_loop_opened"
-Score = DrillScore
 
 
 def opened(drill: str, seed: int) -> None:
@@ -51,7 +49,7 @@ def scores() -> list[DrillScore]:
     return list(progress.history().drill_scores().values())
 
 
-def link(s: Score) -> dict[str, str]:
+def link(s: DrillScore) -> dict[str, str]:
     """The query that reopens a scored drill on its seed (its opaque id: the name would give the bug away)."""
     return {"drill": DRILLS[s.drill].link_id, "seed": str(s.seed)}
 
