@@ -127,13 +127,13 @@ def setup_page(title: str, icon: str) -> list[str]:
 
 def start_page(title: str, icon: str) -> None:
     """A page with no controls of its own (home, study plan, mock interview): the frame, and the link's problems
-    said as every lab says them; a link's unknown settings are then dropped from the address bar."""
+    said as every lab says them; the address bar then holds the presentation mode and nothing else."""
     notices = setup_page(title, icon)
     query = {k: v for k, v in st.query_params.to_dict().items() if k != PRESENTING.name}
     notices += read_query([], query)[1]
     _say(notices)
-    if notices:
-        st.query_params.from_dict({PRESENTING.name: "1"} if presenting() else {})
+    # the address bar holds the mode, as a lab's does: a reload keeps presenting (and the resume code hidden)
+    st.query_params.from_dict({PRESENTING.name: "1"} if presenting() else {})
 
 
 def _say(notices: list[str]) -> None:

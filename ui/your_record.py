@@ -20,7 +20,8 @@ SAID_KEY = "_record_said"  # (ok, words) of the last action, shown once
 TITLE = "Your record: resume code, export, import, delete"
 KEPT = (
     "Kept: the labs you opened and when, your first answer to each prediction, your Fix-the-loop attempts and "
-    "timed sets, and your mock interview self-scores. No name, no e-mail address, no upload, nothing you type."
+    "timed sets, and your mock interview self-scores. It holds no name, no e-mail address, no file a lab reads "
+    "and no text you type."
 )
 
 
@@ -34,6 +35,7 @@ def panel(presenting: bool) -> None:
             key="record-code",
             placeholder="XXXX-XXXX-XXXX-XXXX-XXXX-XXXX-XXXX-XXXX",
         )
+        st.caption("What this browser has done so far joins the record the code names.")
         st.button("Continue with this code", key="record-continue", on_click=_continue)
         st.download_button(
             "Export my record (JSON)",
@@ -78,11 +80,20 @@ def _continue() -> None:
         _say(False, "That is not a resume code: 32 letters and digits, in groups of four.")
     elif new_id == progress.learner():
         _say(True, "That is this browser's own code already.")
+    elif _deleted(new_id):
+        _say(False, "That code's record was deleted, or the store cannot say now: nothing changed.")
     else:
         moved = progress.switch_to(new_id)
         kept = count(len(progress.records()), "record")
-        _say(True, f"Continuing with that code: {kept}, this browser's {moved} among them.")
+        _say(True, f"Continuing with that code's record: {kept} now, {moved} of them from this browser.")
     st.session_state["record-code"] = ""
+
+
+def _deleted(learner_id: str) -> bool:
+    try:
+        return progress.store().forgotten(ids.digest(learner_id))
+    except StoreUnavailable:
+        return True
 
 
 def _import() -> None:

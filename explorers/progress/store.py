@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import threading
 import time
@@ -29,7 +30,7 @@ import sqlalchemy as sa
 
 from explorers.progress.records import Invalid, Record, parse
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MAX_RECORDS_READ = 20_000  # a learner's newest records: five years at 10 a day
 RETRY_S = 15.0
 SQLITE_BUSY_S = 10
@@ -48,10 +49,18 @@ RECORDS = sa.Table(
     sa.Column("data", sa.Text(), nullable=False),  # the record's fields as JSON
 )
 SCHEMA = sa.Table("progress_schema", _metadata, sa.Column("version", sa.Integer(), nullable=False))
+# Learners whose record was deleted (their digest only): a tab still open under one saves nothing more.
+FORGOTTEN = sa.Table("progress_forgotten", _metadata, sa.Column("learner", sa.String(64), primary_key=True))
+log = logging.getLogger(__name__)
 
 
 class StoreUnavailable(Exception):
-    """Progress cannot be read or saved now; str() is the reason, in a few words."""
+    """Progress cannot be read or saved now; str() is the reason, in a few words a visitor may read (the full
+    error, which can name the server's paths and hosts, goes to the server's log)."""
+
+
+class Forgotten(Exception):
+    """The learner's record was deleted: nothing more is saved under their id."""
 
 
 def _version_1(connection: sa.Connection) -> None:
@@ -66,7 +75,16 @@ def _version_2(connection: sa.Connection) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (_version_1, _version_2)  # MIGRATIONS[n] makes version n+1
+def _version_3(connection: sa.Connection) -> None:
+    """Deleted learners, so that a tab left open under a deleted id does not write its record back."""
+    connection.execute(sa.schema.CreateTable(FORGOTTEN, if_not_exists=True))
+
+
+MIGRATIONS: tuple[Callable[[sa.Connection], None], ...] = (
+    _version_1,
+    _version_2,
+    _version_3,
+)  # MIGRATIONS[n] makes version n+1
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -96,9 +114,10 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
 
     @sa.event.listens_for(engine, "begin")
     def _begin(connection: sa.Connection) -> None:
-        # A migration reads the version, then writes: it takes the write lock first, so two never interleave.
-        immediate = connection.get_execution_options().get("migrating")
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        # A write reads first (the version, a deleted learner), then writes: it takes the write lock at BEGIN, as
+        # a deferred read transaction that later writes fails at once (SQLITE_BUSY) when another wrote meanwhile.
+        writes = connection.get_execution_options().get("writes")
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
 
     return engine
 
@@ -119,9 +138,18 @@ def _engine(text: str) -> sa.Engine:
 
 
 def _reason(error: BaseException) -> str:
+    """What went wrong, in words that name no path, host or user: the disk is full, read-only, and so on."""
     original = getattr(error, "orig", None) or error
-    words = str(original).strip().splitlines()[0] if str(original).strip() else type(original).__name__
-    return words[:160]
+    text = str(original).lower()
+    if "full" in text or "no space" in text or "disk i/o" in text or "too large" in text:
+        return "the disk is full or failing"
+    if "readonly" in text.replace("-", "").replace(" ", "") or "permission" in text:  # SQLite's and PostgreSQL's words
+        return "the database refuses writes"
+    if isinstance(error, sa.exc.OperationalError) and ("connect" in text or "timeout" in text):
+        return "the database is not answering"
+    if isinstance(error, OSError) or "unable to open" in text:
+        return "the data folder cannot be used"
+    return "the database failed"
 
 
 class Store:
@@ -137,14 +165,14 @@ class Store:
 
     @property
     def where(self) -> str:
-        """The database in words, without its password."""
+        """The database in words a visitor may read: no path, host or password (docs/progress.md has the path)."""
         try:
             url = sa.make_url(self.url)
         except sa.exc.ArgumentError:
             return "an unreadable DATABASE_URL"
         if url.get_backend_name() == "sqlite":
-            return f"the SQLite file {url.database}"
-        return f"the {self.kind} database {url.database} on {url.host or 'localhost'}"
+            return f"the SQLite file {Path(url.database or '').name} in this server's data folder"
+        return f"the {self.kind} database this server is given"
 
     @property
     def kind(self) -> str:
@@ -161,13 +189,23 @@ class Store:
         self.add_many(learner, [record])
 
     def add_many(self, learner: str, records: Iterable[Record]) -> int:
+        """Save records in one transaction; raises Forgotten, saving nothing, for a deleted learner."""
         rows = [
             {"learner": learner, "kind": r.kind, "key": r.key, "at": r.at, "data": json.dumps(dict(r.data))}
             for r in records
         ]
+
+        def insert(connection: sa.Connection) -> None:
+            if _forgotten(connection, learner):
+                raise Forgotten
+            connection.execute(sa.insert(RECORDS), rows)
+
         if rows:
-            self._run(lambda connection: connection.execute(sa.insert(RECORDS), rows))
+            self._run(insert, writes=True)
         return len(rows)
+
+    def forgotten(self, learner: str) -> bool:
+        return self._run(lambda connection: _forgotten(connection, learner))
 
     def records(self, learner: str) -> list[Record]:
         """A learner's records, oldest first (the newest MAX_RECORDS_READ); an unknown learner has none."""
@@ -187,8 +225,14 @@ class Store:
         return kept
 
     def delete(self, learner: str) -> int:
-        statement = sa.delete(RECORDS).where(RECORDS.c.learner == learner)
-        return self._run(lambda connection: connection.execute(statement).rowcount)
+        """Delete a learner's records, and refuse any later write under their id; returns how many were deleted."""
+
+        def forget(connection: sa.Connection) -> int:
+            if not _forgotten(connection, learner):
+                connection.execute(sa.insert(FORGOTTEN).values(learner=learner))
+            return connection.execute(sa.delete(RECORDS).where(RECORDS.c.learner == learner)).rowcount
+
+        return self._run(forget, writes=True)
 
     def count(self) -> int:
         """Every learner's records together (for tests and benchmarks, never shown per learner)."""
@@ -205,17 +249,20 @@ class Store:
 
     # --- underneath -------------------------------------------------------------------------------------
 
-    def _run(self, work):
+    def _run(self, work, writes: bool = False):
         """`work(connection)` in one transaction; any failure marks the store down for RETRY_S."""
         if time.monotonic() < self._down_until:
             raise StoreUnavailable(self._down_reason)
         try:
-            with self._open().connect() as connection, connection.begin():
-                return work(connection)
+            with self._open().connect() as connection:
+                connection = connection.execution_options(writes=writes)
+                with connection.begin():
+                    return work(connection)
         except StoreUnavailable as error:
             self._mark_down(str(error))
             raise
         except (sa.exc.SQLAlchemyError, OSError, UnicodeError) as error:
+            log.warning("progress store %s unavailable: %s", self.kind, error)
             self._mark_down(_reason(error))
             raise StoreUnavailable(self._down_reason) from None
 
@@ -244,7 +291,7 @@ def migrate(engine: sa.Engine, to: int = SCHEMA_VERSION) -> int:
     """Bring the database to version `to` (creating it if empty), once, whoever else is starting; returns the
     version found. A database newer than this app is refused, untouched."""
     with engine.connect() as connection:
-        connection = connection.execution_options(migrating=True)
+        connection = connection.execution_options(writes=True)
         with connection.begin():
             if connection.dialect.name == "postgresql":  # held to the end of this transaction
                 connection.execute(sa.text("SELECT pg_advisory_xact_lock(4646)"))
@@ -261,6 +308,10 @@ def migrate(engine: sa.Engine, to: int = SCHEMA_VERSION) -> int:
             if to > found:
                 connection.execute(sa.update(SCHEMA).values(version=to))
             return found
+
+
+def _forgotten(connection: sa.Connection, learner: str) -> bool:
+    return connection.execute(sa.select(FORGOTTEN.c.learner).where(FORGOTTEN.c.learner == learner)).first() is not None
 
 
 @functools.cache

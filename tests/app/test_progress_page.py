@@ -115,7 +115,7 @@ def test_a_resume_code_moves_this_browsers_record_to_the_learner_it_names():
     at.text_input(key="record-code").input(learner.resume_code(me).lower()).run()
     at.button(key="record-continue").click().run()
     assert not at.exception and at.session_state[progress.LEARNER_KEY] == me
-    assert at.success[0].value.startswith("Continuing with that code:")
+    assert at.success[0].value == "Continuing with that code's record: 3 records now, 1 of them from this browser."
     at.run()
     assert {m.label: m.value for m in at.metric}["Labs opened"] == "2"  # Autograd here, Modes there
     assert {m.label: m.value for m in as_learner(plan.PAGE, me).metric}["Predictions answered"] == "0 of 1 right"
@@ -141,3 +141,21 @@ def test_the_resume_code_is_hidden_while_presenting():
     assert any(c.value == code for c in shown.code)
     presenting = open_page(plan.PAGE, {"present": "1"})
     assert not presenting.code and any("Hidden while presenting" in c.value for c in presenting.caption)
+
+
+def test_a_tab_left_open_after_its_record_was_deleted_saves_nothing_and_says_so():
+    me = learner.new_id()
+    stale = as_learner(AUTOGRAD, me)
+    deleting = as_learner(plan.PAGE, me)
+    deleting.checkbox(key="record-delete-sure").check().run()
+    deleting.button(key="record-delete").click().run()
+    stale.radio(key="autograd.predict").set_value("Zero").run()
+    assert not stale.exception and any("Your record was deleted" in w.value for w in stale.warning)
+    assert progress.store().records(learner.digest(me)) == []
+    again = as_learner(plan.PAGE, me)  # a device that still has the deleted id in its cookie
+    assert again.session_state[progress.LEARNER_KEY] != me and not any("deleted" in w.value for w in again.warning)
+
+
+def test_the_apps_own_questions_keep_their_code_marks_and_stray_markup_is_escaped():
+    assert progress.plain("What is `block1.fc.weight.grad`?") == "What is `block1.fc.weight.grad`\\?"
+    assert progress.plain("a `b` [c](d) `e") == "a `b` \\[c\\]\\(d\\) \\`e"

@@ -11,7 +11,8 @@ import pytest
 from explorers.statements import Statement
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-LABS = sorted(p.name for p in (ROOT / "explorers").iterdir() if (p / "__init__.py").exists())
+SHARED = {"progress"}  # packages every lab uses (the learner's progress), not labs
+LABS = sorted(p.name for p in (ROOT / "explorers").iterdir() if (p / "__init__.py").exists() and p.name not in SHARED)
 EVERY_LAB_HAS = ("__init__.py", "experiment.py", "figures.py", "lesson.py", "card.py")
 LABEL_MAX_CHARS = 60  # longer than a label is a sentence, and sentences live in lesson.py or card.py
 
