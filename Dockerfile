@@ -1,5 +1,5 @@
 # The app as one replica: slim Python 3.11, the pinned requirements, a non-root user, a health check.
-# Not built on the development machines (no Docker daemon there): see the README, "Serving a class".
+# Not built on the development machines (no Docker daemon there): see docs/serving.md.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1

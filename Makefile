@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PORT ?= 8501
-# localhost: this computer only. HOST=0.0.0.0 serves everyone on your network (see README, "Serving a study group").
+# localhost: this computer only. HOST=0.0.0.0 serves everyone on your network (docs/serving.md).
 HOST ?= localhost
 PIP := $(BIN)/python -m pip install --disable-pip-version-check -q
 
@@ -26,7 +26,7 @@ $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
 run: $(VENV)/.runtime
 	$(BIN)/python -m streamlit run app.py --server.port $(PORT) --server.address $(HOST)
 
-# A class server: REPLICAS app replicas behind nginx on PORT 8500 (deploy/serve.py; README, "Serving a class").
+# A class server: REPLICAS app replicas behind nginx on PORT 8500 (deploy/serve.py; docs/serving.md).
 # AUTH=path/to/htpasswd turns on basic auth. `make serve-stop` (another terminal) or Ctrl-C stops everything.
 REPLICAS ?= 2
 SERVE_PORT ?= 8500
@@ -90,7 +90,7 @@ app: $(VENV)/.dev
 e2e: browser
 	$(BIN)/python -m pytest tests/e2e
 
-# Screenshots of every lab in presentation mode at 1920x1080 (the README's pictures), from the layout test.
+# Screenshots of every lab in presentation mode at 1920x1080 (the README's picture and the docs), from the layout test.
 screenshots: browser
 	$(BIN)/python -m pytest -q tests/e2e/test_layout.py -k "presenting and 1080p"
 	mkdir -p assets/screenshots

@@ -33,7 +33,7 @@ HAND_PAUSE_MS = 80
 TRIVIAL_PAGE = "import streamlit as st\nvalue = st.slider('Value', 0, 100, 0)\nst.markdown(f'Value is {value}')\n"
 CHART = "[data-testid='stPlotlyChart'] .main-svg"
 LABS = [  # page, slider, the main figure's selector, the target (times the trivial page, or seconds)
-    ("Autograd", "Depth (blocks)", CHART, "2x"),  # the saved-bytes chart: see the README on the graph
+    ("Autograd", "Depth (blocks)", CHART, "2x"),  # the saved-bytes chart: see docs/labs/autograd.md on the graph
     ("Modes", "Dropout p", CHART, "2x"),
     ("Memory", "Batch size (log scale)", CHART, "2x"),
     ("Gradients", "Initial scale", CHART, "2x"),

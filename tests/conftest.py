@@ -32,6 +32,7 @@ SLOW_FILES = {
     "test_profiler.py",
     "test_profiler_page.py",
     "test_your_model.py",
+    "test_docs.py",  # every docs example: DDP's processes and Reproducibility's interpreters among them
 }
 
 

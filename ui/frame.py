@@ -25,7 +25,7 @@ from typing import Any
 import streamlit as st
 
 from explorers import environment
-from ui import heap, mock, notes, plan, progress, upload_limits
+from ui import docs, heap, mock, notes, plan, progress, upload_limits
 from ui.catalogue import LABS, Lab, lab
 from ui.fields import (
     BoolField,
@@ -110,6 +110,7 @@ def setup_page(title: str, icon: str) -> list[str]:
                 )
         st.page_link(plan.PAGE, label="Study plan", icon=":material/event_note:")
         st.page_link(mock.PAGE, label="Mock interview", icon=":material/record_voice_over:")
+        st.page_link(docs.PAGE, label="Docs", icon=":material/menu_book:")
         st.divider()
         st.session_state[PRESENTING_TOGGLE_KEY] = presenting()
         st.toggle(
@@ -125,15 +126,19 @@ def setup_page(title: str, icon: str) -> list[str]:
     return notices
 
 
-def start_page(title: str, icon: str) -> None:
-    """A page with no controls of its own (home, study plan, mock interview): the frame, and the link's problems
-    said as every lab says them; the address bar then holds the presentation mode and nothing else."""
+def start_page(title: str, icon: str, fields: Sequence[Field] = ()) -> dict[str, Any]:
+    """A page with no controls of its own (home, study plan, mock interview, docs): the frame, and the link's
+    problems said as every lab says them; the address bar then holds the presentation mode and the page's own
+    `fields` (the docs page's `page`), whose values it returns (a bad one gets its default and a notice)."""
     notices = setup_page(title, icon)
     query = {k: v for k, v in st.query_params.to_dict().items() if k != PRESENTING.name}
-    notices += read_query([], query)[1]
-    _say(notices)
+    values, problems = read_query(fields, query)
+    _say(notices + problems)
+    values = {field.name: values.get(field.name, field.default) for field in fields}
     # the address bar holds the mode, as a lab's does: a reload keeps presenting (and the resume code hidden)
-    st.query_params.from_dict({PRESENTING.name: "1"} if presenting() else {})
+    kept = {f.name: f.encode(values[f.name]) for f in fields if values[f.name] != f.default}
+    st.query_params.from_dict({**kept, **({PRESENTING.name: "1"} if presenting() else {})})
+    return values
 
 
 def _say(notices: list[str]) -> None:
@@ -253,7 +258,7 @@ def share_link(query: dict[str, str]) -> None:
     if host in LOOPBACK_HOSTS:
         st.caption(
             "This server answers this computer only. To share with a group on your network, "
-            "start it with `make run HOST=0.0.0.0` (see the README)."
+            "start it with `make run HOST=0.0.0.0` (see docs/serving.md)."
         )
 
 
@@ -274,6 +279,12 @@ def start_lab(slug: str, fields: Sequence[Field]) -> LabPage:
     with st.sidebar:
         page.widget("device")
         st.caption(environment.provenance(page.device))
+        st.page_link(
+            docs.PAGE,
+            label=f"The {entry.title} docs: controls, notebook API, sources",
+            icon=":material/menu_book:",
+            query_params={"page": docs.lab_page(slug)},
+        )
     return page
 
 

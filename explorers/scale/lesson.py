@@ -227,7 +227,7 @@ def provenance(plan: Plan) -> str:
 
 SCALED_NOTE = (
     " Scaled from copies with one and two blocks, each place in the step (before, in and after the blocks) on "
-    "its own: equal to the whole model's step, byte for byte, in every setting tested (see the README)."
+    "its own: equal to the whole model's step, byte for byte, in every setting tested (see docs/labs/scale.md)."
 )
 
 

@@ -5,7 +5,7 @@ import functools
 import pytest
 
 from tests.app.conftest import PAGES, open_page
-from ui import mock, plan
+from ui import docs, mock, plan
 from ui.catalogue import LABS
 
 
@@ -16,8 +16,8 @@ def test_page_runs_without_exception(page):
     assert at.title, "every page has a title"
 
 
-def test_every_page_file_is_on_the_lab_map_or_is_the_study_plan_or_the_mock_interview():
-    assert sorted([*(lab.page for lab in LABS if lab.page), plan.PAGE, mock.PAGE]) == PAGES
+def test_every_page_file_is_on_the_lab_map_or_is_the_study_plan_the_mock_interview_or_the_docs():
+    assert sorted([*(lab.page for lab in LABS if lab.page), plan.PAGE, mock.PAGE, docs.PAGE]) == PAGES
 
 
 def test_home_lists_every_lab_and_the_environment():

@@ -1,4 +1,4 @@
-"""Every Python block in docs/ runs as written, in a fresh namespace, from a scratch folder."""
+"""Every Python block in docs/ and the READMEs runs as written, in a fresh namespace, from a scratch folder."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+PAGES = [*sorted(DOCS.rglob("*.md")), ROOT / "README.md", ROOT / "benchmarks" / "README.md"]
 BLOCKS = [
-    pytest.param(block, id=f"{page.name}:{n}")
-    for page in sorted(DOCS.rglob("*.md"))
+    pytest.param(block, id=f"{page.relative_to(ROOT)}:{n}")
+    for page in PAGES
     for n, block in enumerate(re.findall(r"```python\n(.*?)```", page.read_text(), re.S), 1)
 ]
 

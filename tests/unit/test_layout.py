@@ -1,4 +1,4 @@
-"""The code base's promises about itself: the README's lab layout, thin pages, and explorers free of streamlit."""
+"""The code base's promises about itself: the documented lab layout, thin pages, and explorers free of streamlit."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ EVERY_LAB_HAS = ("__init__.py", "experiment.py", "figures.py", "lesson.py", "car
 LABEL_MAX_CHARS = 60  # longer than a label is a sentence, and sentences live in lesson.py or card.py
 
 
-def test_the_readme_layout_table_names_every_part_every_lab_has():
-    readme = (ROOT / "README.md").read_text()
+def test_the_architecture_docs_layout_table_names_every_part_every_lab_has():
+    readme = (ROOT / "docs" / "architecture.md").read_text()
     for part in EVERY_LAB_HAS[1:]:
         assert f"`explorers/<lab>/{part}`" in readme, part
     assert "`tests/claims/test_<lab>.py`" in readme and "`tests/zoo.py`" in readme
