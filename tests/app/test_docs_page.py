@@ -32,7 +32,8 @@ def test_a_lab_links_to_its_doc_page_which_names_its_controls_and_its_statements
         for widget in at.get(kind)
         if (widget.key or "").startswith(f"{lab.slug}.") and widget.key.split(".", 1)[1] not in ANSWERS
     }
-    assert labels and all(f"| {label}" in text for label in labels), sorted(l for l in labels if l not in text)
+    missing = sorted(label for label in labels if f"| {label}" not in text)
+    assert labels and not missing, missing
     lesson = importlib.import_module(f"explorers.{PACKAGE.get(lab.slug, lab.slug)}.lesson")
     for statement in lesson.STATEMENTS.values():
         assert statement.text.replace("|", "\\|") in text, statement.text
