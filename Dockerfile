@@ -14,4 +14,4 @@ USER explorer
 EXPOSE 8501
 HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
     CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=2)"
-CMD ["python", "-m", "streamlit", "run", "app.py", "--server.port", "8501", "--server.address", "0.0.0.0", "--server.headless", "true"]
+CMD ["python", "-m", "ui.launch", "app.py", "--server.port", "8501", "--server.address", "0.0.0.0", "--server.headless", "true"]

@@ -23,8 +23,9 @@ $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime
 	$(PIP) -r requirements-dev.txt
 	touch $@
 
+# ui/launch.py: `streamlit run`, plus a background warm-up of what every lab's first visit pays.
 run: $(VENV)/.runtime
-	$(BIN)/python -m streamlit run app.py --server.port $(PORT) --server.address $(HOST)
+	$(BIN)/python -m ui.launch app.py --server.port $(PORT) --server.address $(HOST)
 
 # A class server: REPLICAS app replicas behind nginx on PORT 8500 (deploy/serve.py; docs/serving.md).
 # AUTH=path/to/htpasswd turns on basic auth. `make serve-stop` (another terminal) or Ctrl-C stops everything.

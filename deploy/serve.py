@@ -106,7 +106,7 @@ def healthy(port: int) -> bool:
 
 def start_replica(run: Path, port: int, workers: int) -> subprocess.Popen:
     """One replica, leading its own process group, with a temp folder of its own (removed when it ends)."""
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+    command = [sys.executable, "-m", "ui.launch", "app.py", "--server.port", str(port)]  # with the warm-up
     command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
     temp = run / f"tmp-{port}"
     temp.mkdir()

@@ -46,17 +46,22 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def streamlit_server(
-    script: str = "app.py", cwd: Path = ROOT, env: dict[str, str] | None = None
+    script: str = "app.py",
+    cwd: Path = ROOT,
+    env: dict[str, str] | None = None,
+    launcher: tuple[str, ...] = ("-m", "streamlit", "run"),
 ) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A real `streamlit run` on a free loopback port (`env` added to ours); stopped (SIGTERM, then SIGKILL)."""
+    """A real `streamlit run` (or `launcher`: `("-m", "ui.launch")`, as `make run` starts it) on a free loopback port
+    (`env` added to ours); stopped (SIGTERM, then SIGKILL). `server_output(process)` reads what it printed."""
     port = _free_port()
-    command = [sys.executable, "-m", "streamlit", "run", script, "--server.port", str(port)]
+    command = [sys.executable, *launcher, script, "--server.port", str(port)]
     command += ["--server.address", "127.0.0.1", "--server.headless", "true"]
     # A file, not a pipe: nobody reads a pipe while the tests run, and a full one would stall the server.
-    log = tempfile.TemporaryFile()  # noqa: SIM115
+    output = tempfile.TemporaryFile()  # noqa: SIM115
     process = subprocess.Popen(
-        command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        command, cwd=cwd, stdout=output, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
     )
+    process.output = output
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -67,8 +72,8 @@ def streamlit_server(
                         break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    pytest.fail(f"streamlit did not start on {url}: {log.read().decode(errors='replace')[-2000:]}")
+                    output.seek(0)
+                    pytest.fail(f"streamlit did not start on {url}: {output.read().decode(errors='replace')[-2000:]}")
                 time.sleep(0.3)
         yield url, process
     finally:
@@ -78,7 +83,13 @@ def streamlit_server(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        log.close()
+        output.close()
+
+
+def server_output(process: subprocess.Popen) -> str:
+    """What the server has printed so far (read without moving the offset the server writes at)."""
+    fd = process.output.fileno()
+    return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
 
 @pytest.fixture(scope="session")

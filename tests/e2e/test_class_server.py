@@ -94,6 +94,11 @@ def class_server():
             assert server.poll() is None and time.monotonic() < deadline, "the class server did not start"
             time.sleep(0.5)
         replicas = [f"127.0.0.1:{first}", f"127.0.0.1:{first + 1}"]
+        for port in (first, first + 1):  # as a class finds it: each replica has paid its labs' first costs
+            log = run / f"replica-{port}.log"
+            while b"warm-up done" not in log.read_bytes():
+                assert server.poll() is None and time.monotonic() < deadline + 120, "a replica did not warm up"
+                time.sleep(0.5)
         cookies = {}
         for n in range(200):  # a cookie value that lands on each replica
             cookies.setdefault(get(f"{url}/_stcore/health", f"client{n}")[1].get("X-Explorer-Replica"), f"client{n}")

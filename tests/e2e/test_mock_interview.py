@@ -45,7 +45,7 @@ def test_three_questions_a_timer_a_challenge_and_a_score_that_reaches_day_7(brow
         page.screenshot(path=screenshots / f"mock-interview-{viewport}.png")
         assert page.evaluate(SIDEWAYS) <= 1
         page.get_by_role("link", name=re.compile("Day 7 of the study plan")).click()
-        expect(page.get_by_text("Your weakest mock answers")).to_be_visible(timeout=30_000)
-        expect(page.get_by_text(re.compile(r"2 of 5: "))).to_be_visible()
+        expect(page.get_by_text("Your five weakest answers", exact=True)).to_be_visible(timeout=30_000)
+        expect(page.get_by_text(re.compile(r"^Mock interview, 2 of 5: "))).to_be_visible()
     finally:
         context.close()
