@@ -1,15 +1,15 @@
 """`make run`'s entry point: Streamlit's own `streamlit run`, and a warm-up of what every first visit pays.
 
 Once the server answers its health check (so its first answer never waits for the warm-up), a background
-thread imports what the pages import, starts the run engine's workers, and has each worker pay the labs'
-first costs (explorers/warm.py). A visitor who arrives meanwhile takes turns with it, like any session.
+thread imports the heavy libraries every page needs (torch, pandas, plotly, through `explorers`), starts the
+run engine's workers, and has each worker pay the labs' first costs (explorers/warm.py). A visitor who arrives
+meanwhile takes turns with it, like any session.
 
     python -m ui.launch app.py --server.port 8501 --server.address localhost
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 import threading
 import time
@@ -17,18 +17,6 @@ import urllib.request
 
 from streamlit.web import cli
 
-from explorers import warm
-
-# What the pages import in the server, besides Streamlit: the heaviest first.
-SERVER_MODULES = (
-    "torch",
-    "pandas",
-    "plotly.graph_objects",
-    "transformers",
-    "torchviz",
-    "ui.figures",
-    *warm.LAB_MODULES,
-)
 SERVER_WAIT_S = 120
 
 
@@ -62,8 +50,14 @@ def warm_up(url: str) -> None:
             return
         time.sleep(0.2)
     started = time.perf_counter()
-    for module in (*SERVER_MODULES, *warm.LAB_MODULES):
-        importlib.import_module(module)
+    # Only `explorers` itself in this process: its import loads torch, pandas and plotly under the package's
+    # import lock, which every page takes first too, so a visitor's page waits for it rather than racing it. A
+    # lab's own modules are imported here by its first visit: imported from this thread as a page imported them,
+    # a package with import cycles (explorers.drills) reached a page half made ("partially initialized module").
+    # The workers, processes of their own, import every lab (explorers/warm.py).
+    import explorers  # noqa: F401
+    from explorers import warm
+
     imported = time.perf_counter() - started
     from explorers.engine import default_engine
 
