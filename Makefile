@@ -107,6 +107,7 @@ bench: browser
 	$(BIN)/python benchmarks/bench_scale.py
 	$(BIN)/python benchmarks/bench_drills.py
 	$(BIN)/python benchmarks/bench_progress.py
+	$(BIN)/python benchmarks/bench_first_visit.py
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache .ruff_cache
