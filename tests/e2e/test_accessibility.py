@@ -17,7 +17,7 @@ VIEWPORTS = {
 SETTLED = """() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stElementContainer']")]
     .every(e => getComputedStyle(e).opacity === "1")"""
 NO_ANIMATION = "*, *::before, *::after { transition: none !important; animation: none !important; }"
-PAGES = ["", "Study_plan", "Mock_interview"]
+PAGES = ["", "Study_plan", "Mock_interview", "Docs?page=labs/autograd"]
 
 
 def settle_for_axe(page) -> None:
@@ -56,9 +56,28 @@ def test_no_serious_accessibility_violation(browser, server_url, path, viewport)
     context = browser.new_context(viewport=size)
     page = context.new_page()
     try:
-        page.goto(f"{server_url}/{path}?present={int(present)}")
+        page.goto(f"{server_url}/{path}{'&' if '?' in path else '?'}present={int(present)}")
         settle_for_axe(page)
         serious = serious_violations(page)
         assert not serious, "\n".join(serious)
+        from tests.e2e.test_layout import SIDEWAYS  # here: test_layout imports this module
+
+        assert page.evaluate(SIDEWAYS) <= 1  # no sideways scroll: a doc's wide tables wrap too
+    finally:
+        context.close()
+
+
+def test_every_doc_page_fits_a_phone_without_sideways_scroll(browser, server_url):
+    """The docs' tables hold long sources and code (`torch/csrc/...`): on a phone they wrap, not widen the page."""
+    from tests.e2e.test_layout import SIDEWAYS  # here: test_layout imports this module
+    from ui import docs
+
+    context = browser.new_context(viewport=VIEWPORTS["phone"][0])
+    page = context.new_page()
+    try:
+        for name in docs.PAGES:
+            page.goto(f"{server_url}/Docs?page={name}")
+            wait_for_app(page)
+            assert page.evaluate(SIDEWAYS) <= 1, name
     finally:
         context.close()
