@@ -102,7 +102,7 @@ def default_url() -> str:
 
 
 def _sqlite_engine(url: sa.URL) -> sa.Engine:
-    if url.database and url.database != ":memory:":
+    if url.database and url.database != ":memory:" and not url.database.startswith("file:"):  # a URI names its own
         Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
     engine = sa.create_engine(url, connect_args={"timeout": SQLITE_BUSY_S})
 

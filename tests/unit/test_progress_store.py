@@ -178,13 +178,15 @@ def test_a_store_it_cannot_reach_raises_only_store_unavailable_and_waits_before_
     assert time.monotonic() - started < 0.05  # the retry wait: no second connection attempt
 
 
-def test_a_read_only_sqlite_file_and_a_full_disk_are_unavailable_not_errors(tmp_path):
+def test_a_read_only_sqlite_file_and_a_full_disk_are_unavailable_not_errors(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a URI's "file:" once became a folder in the working directory
     path = tmp_path / "progress.sqlite3"
     key = learner.digest(learner.new_id())
     store.Store(f"sqlite:///{path}").add(key, visit())
     read_only = store.Store(f"sqlite:///file:{path}?mode=ro&uri=true")
     with pytest.raises(store.StoreUnavailable, match="^the database refuses writes$"):
         read_only.add(key, visit("modes"))
+    assert not (tmp_path / "file:").exists()
     # A full disk: the writer may not grow the file past its size (SIGXFSZ ignored, so writes fail with EFBIG).
     script = f"""
 import resource, signal, sys
