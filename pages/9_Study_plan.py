@@ -57,4 +57,4 @@ else:
     shown = answers[: plan.ANSWERS_SHOWN]
     st.markdown("\n".join(f"- {'✓' if a.right else '✗'} {progress.plain(a.question)}" for a in shown))
     if len(answers) > len(shown):
-        st.caption(f"And {len(answers) - len(shown)} more: export your record to see them all.")
+        st.caption(plan.more_answers(len(answers) - len(shown)))

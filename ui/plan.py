@@ -14,6 +14,12 @@ PAGE = "pages/9_Study_plan.py"
 QUESTION = "Seven days to answer the eight questions out loud, with evidence."
 NO_ANSWERS_YET = "Answer a lab's predict-then-reveal question and it appears here; wrong first answers come first."
 ANSWERS_SHOWN = 20
+
+
+def more_answers(hidden: int) -> str:
+    return f"And {hidden} more: export your record to see them all."
+
+
 NO_WEAK_YET = (
     "Score a mock interview answer, check a Fix-the-loop answer or answer a lab's prediction, and your weakest "
     "answers appear here."

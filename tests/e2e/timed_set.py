@@ -6,8 +6,9 @@ import urllib.parse
 
 from explorers.drills.catalogue import BY_LINK_ID
 from explorers.drills.fixes import FIXES
+from tests.e2e.test_browser import FIGURE_SELECTORS
 
-CHART = "[data-testid='stPlotlyChart'] .main-svg"
+CHART = FIGURE_SELECTORS["chart"]
 ONE_SOLVED = "Timed set: 1 of 5 solved"
 
 
