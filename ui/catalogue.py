@@ -128,6 +128,13 @@ LABS = (
         "pages/14_Precision.py",
         extends=6,
     ),
+    Lab(
+        "tensors",
+        "Tensor drills",
+        "Can you turn this tensor into that one, and say which of your steps copy?",
+        ":material/view_in_ar:",
+        "pages/16_Tensor_drills.py",
+    ),
 )
 
 

@@ -71,6 +71,11 @@ BY_LAB: dict[str, dict[str, str]] = {
         "cost": "Mixed precision saved less memory than you promised. Where did the savings go?",
         "input": "Gradients of a new loss are around 1e-8. What happens to them in fp16, and in bf16?",
     },
+    "tensors": {
+        "fails": "Your reshape works in the notebook and raises in the model after someone adds a transpose. Why?",
+        "cost": "The (B, T, D) tensor is expanded to (B, T, T, D) for pairwise scores. What does it cost, and when?",
+        "input": "The batch holds a single sequence of length 1. Which of your broadcasts changes meaning?",
+    },
 }
 
 

@@ -134,7 +134,25 @@ class SequenceField(Knob):
         return ",".join(value)
 
 
-Field = IntField | FloatField | ChoiceField | BoolField | SequenceField
+@dataclass(frozen=True)
+class TextField(Knob):
+    """Text the lab reads itself (a tensor drill's expression): at most MAX_RAW_LENGTH characters, and refused
+    when `check` raises ValueError (its message says why). A widget shows it as text, never as markup."""
+
+    name: str
+    default: str
+    check: Callable[[str], Any]
+
+    def parse(self, raw: str) -> str:
+        if raw:
+            self.check(raw)
+        return raw
+
+    def encode(self, value: str) -> str:
+        return value
+
+
+Field = IntField | FloatField | ChoiceField | BoolField | SequenceField | TextField
 
 
 def quote(text: str, limit: int = 40) -> str:

@@ -28,11 +28,13 @@ from explorers import environment
 from ui import docs, heap, mock, notes, plan, progress, upload_limits
 from ui.catalogue import LABS, Lab, lab
 from ui.fields import (
+    MAX_RAW_LENGTH,
     BoolField,
     ChoiceField,
     Field,
     FloatField,
     IntField,
+    TextField,
     encode_query,
     named,
     options_values,
@@ -147,7 +149,9 @@ def _say(notices: list[str]) -> None:
 
 
 # The widget each kind of field draws unless its field names another.
-USUAL_WIDGET = {IntField: "slider", FloatField: "slider", ChoiceField: "selectbox", BoolField: "toggle"}
+USUAL_WIDGET = {
+    IntField: "slider", FloatField: "slider", ChoiceField: "selectbox", BoolField: "toggle", TextField: "text_input",
+}  # fmt: skip
 
 
 def _draw(where, kind: str, field: Field, low: Any, high: Any, choices: Any, **kwargs: Any) -> None:
@@ -163,6 +167,8 @@ def _draw(where, kind: str, field: Field, low: Any, high: Any, choices: Any, **k
         getattr(where, kind)(label, choices, **kwargs)
     elif kind in ("toggle", "checkbox"):
         getattr(where, kind)(label, **kwargs)
+    elif kind == "text_input":
+        where.text_input(label, max_chars=MAX_RAW_LENGTH, **kwargs)
     else:
         raise ValueError(f"no widget {kind!r} for the field {field.name!r}")
 

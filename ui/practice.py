@@ -2,7 +2,8 @@
 
 A drill's score and a timed set are computed from the records (explorers/progress/history.py), so they
 survive a reload, a restarted server and another replica; the answer never goes in the link. The study
-plan's Day 7 reads the weakest scores; the notes export lists them.
+plan's Day 7 reads the weakest scores; the notes export lists them. The timed set works the same for the
+tensor drills' puzzles (`practice="puzzles"`; ui/puzzles.py keeps their checks).
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import time
 import streamlit as st
 
 from explorers.drills import DRILLS, Check
-from explorers.progress.history import DrillScore, SetResult, TimedSet, new_set
+from explorers.progress.history import DrillScore, SetResult, TimedSet, new_set, practice_of
 from explorers.progress.records import Record
+from explorers.tensors.catalogue import PUZZLES
 from ui import progress
 
+ITEMS = {"drills": DRILLS, "puzzles": PUZZLES}  # what a timed set of each practice is drawn from
 PAGE = "pages/12_Fix_the_loop.py"
 OPENED_KEY = "_loop_opened"
 
@@ -57,37 +60,37 @@ def link(s: DrillScore) -> dict[str, str]:
 # --- The timed set ---------------------------------------------------------------------------------
 
 
-def start_set() -> TimedSet:
-    timed = new_set(DRILLS, time.time())
+def start_set(practice: str = "drills") -> TimedSet:
+    timed = new_set(ITEMS[practice], time.time())
     progress.add(timed.start_record())
     return timed
 
 
-def current_set() -> TimedSet | None:
+def current_set(practice: str = "drills") -> TimedSet | None:
     """The running set; a set whose clock ran out while nobody looked (a closed tab, a reload) is ended first."""
     history = progress.history()
     now = time.time()
-    for expired in [s for s in history.open_sets() if s.remaining_s(now) <= 0]:
+    for expired in [s for s in history.open_sets(practice) if s.remaining_s(now) <= 0]:
         progress.add(history.end_record(expired, now, time_up=True))
-    return history.running_set(now)
+    return history.running_set(now, practice)
 
 
-def solved_in_set(timed: TimedSet, drill: str) -> bool:
-    return (s := score(drill, timed.seed)) is not None and s.solved
+def solved_in_set(timed: TimedSet, name: str) -> bool:
+    return progress.history().solved(name, timed.seed)
 
 
-def end_set(time_up: bool = False) -> SetResult | None:
+def end_set(time_up: bool = False, practice: str = "drills") -> SetResult | None:
     """End the running set: its result is kept, and each drill not solved counts as unsolved (with no attempt,
     if none was made), so Day 7 and the notes list it."""
-    timed = current_set()
+    timed = current_set(practice)
     if timed is None:
         return None
     progress.add(progress.history().end_record(timed, time.time(), time_up))
-    return last_result()
+    return last_result(practice)
 
 
-def last_result() -> SetResult | None:
-    results = progress.history().set_results()
+def last_result(practice: str = "drills") -> SetResult | None:
+    results = [r for r in progress.history().set_results() if practice_of(r.drills[0]) == practice]
     return results[-1] if results else None
 
 
@@ -100,18 +103,18 @@ def end_when_time_is_up(timed: TimedSet) -> None:
 
     def check() -> None:
         if timed.remaining_s(time.time()) <= 0:
-            current_set()  # ends it, as out of time
+            current_set(timed.practice)  # ends it, as out of time
             st.rerun()
 
     st.fragment(check, run_every=max(1.0, timed.remaining_s(time.time()) + 0.5))()
 
 
-def set_start(start_set) -> TimedSet | None:
+def set_start(start_set, practice: str = "drills") -> TimedSet | None:
     """In the settings: the running set, if any; else the last set's result and a button to start one."""
-    timed = current_set()
+    timed = current_set(practice)
     if timed is None:
-        if last_result():
-            st.info(last_result().words(), icon=":material/flag:")
+        if last_result(practice):
+            st.info(last_result(practice).words(), icon=":material/flag:")
         st.button("Start a timed set of 5", icon=":material/timer:", key="set-start", on_click=start_set)
     return timed
 
@@ -121,7 +124,7 @@ def set_running(timed: TimedSet, drill: str, seed: int, open_drill, presenting: 
     per drill (the open one marked, the solved ones ticked) and its end."""
     countdown(timed.remaining_s(time.time()), presenting)
     end_when_time_is_up(timed)
-    st.caption(f"Timed set: {set_done(timed)} of {len(timed.drills)} solved. Open a drill by its number.")
+    st.caption(f"Timed set: {set_done(timed)} of {len(timed.drills)} solved. Open each by its number.")
     for number, (name, column) in enumerate(zip(timed.drills, st.columns(len(timed.drills)), strict=True), 1):
         is_open = name == drill and seed == timed.seed
         column.button(
@@ -131,9 +134,9 @@ def set_running(timed: TimedSet, drill: str, seed: int, open_drill, presenting: 
             args=(name, timed.seed),
             type="primary" if is_open else "secondary",
             icon=":material/check:" if solved_in_set(timed, name) else None,
-            help=f"Drill {number} of the set" + (": open" if is_open else ""),
+            help=f"Number {number} of the set" + (": open" if is_open else ""),
         )
-    st.button("End the set", key="set-end", on_click=end_set)
+    st.button("End the set", key="set-end", on_click=end_set, kwargs={"practice": timed.practice})
 
 
 def countdown(seconds_left: float, presenting: bool) -> None:

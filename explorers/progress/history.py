@@ -12,14 +12,26 @@ import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from explorers.drills.catalogue import label
+from explorers.drills.catalogue import DRILLS
+from explorers.drills.catalogue import label as drill_label
 from explorers.progress.records import Record
+from explorers.tensors.catalogue import MAX_HINTS, PUZZLES
+from explorers.tensors.catalogue import label as puzzle_label
 from explorers.wording import count
 
 SET_SIZE = 5
 SET_MINUTES = 15  # three minutes a drill: an interview's "find the bug in this loop"
 PLAN_DAYS = 7
 MOCK_POINTS = 5  # the mock interview's rubric items
+
+
+def label(name: str) -> str:
+    """A drill's or a puzzle's title, as the practice lists show it."""
+    return puzzle_label(name) if name in PUZZLES else drill_label(name)
+
+
+def practice_of(name: str) -> str:
+    return "puzzles" if name in PUZZLES else "drills"
 
 
 @dataclass(frozen=True)
@@ -53,11 +65,43 @@ class DrillScore:
 
 
 @dataclass(frozen=True)
+class PuzzleScore:
+    puzzle: str
+    seed: int
+    attempts: int  # checks until solved
+    hints: int  # hints shown before the last counted check (0 to MAX_HINTS)
+    first_reason: str  # the first check's verdict ("right", "shape", ...)
+    solved: bool
+    seconds: float | None  # from opening the puzzle to the right answer (None: not yet)
+    at: float
+
+    @property
+    def points(self) -> float:
+        """From 0 to 1: solved, less a quarter per hint and a tenth per extra check."""
+        if not self.solved:
+            return 0.0
+        return max(0.0, 1 - 0.25 * self.hints - 0.1 * max(self.attempts - 1, 0))
+
+    def describe(self) -> str:
+        if not self.attempts:
+            return f"{label(self.puzzle)} (seed {self.seed}): not answered in a timed set"
+        checks = f"{self.attempts} check{'s' * (self.attempts != 1)}"
+        hints = f"{self.hints} hint{'s' * (self.hints != 1)}"
+        done = f"solved in {self.seconds:.0f} s" if self.seconds is not None else "not solved yet"
+        first = "right first" if self.first_reason == "right" else f"first: {self.first_reason.replace('_', ' ')}"
+        return f"{label(self.puzzle)} (seed {self.seed}): {first}, {checks}, {hints}, {done}"
+
+
+@dataclass(frozen=True)
 class TimedSet:
     id: str
-    drills: tuple[str, ...]
+    drills: tuple[str, ...]  # Fix-the-loop drills or tensor puzzles
     seed: int
     started: float  # seconds since the epoch
+
+    @property
+    def practice(self) -> str:
+        return practice_of(self.drills[0])
 
     def remaining_s(self, now: float) -> float:
         return max(0.0, SET_MINUTES * 60 - (now - self.started))
@@ -109,10 +153,10 @@ class MockScore:
 class Weak:
     """One answer for Day 7's review: what it was, and how well it went from 0 (worst) to 1."""
 
-    kind: str  # "mock", "drill" or "prediction"
+    kind: str  # "mock", "drill", "puzzle" or "prediction"
     share: float
     at: float
-    item: MockScore | DrillScore | Prediction
+    item: MockScore | DrillScore | PuzzleScore | Prediction
 
 
 @dataclass(frozen=True)
@@ -129,6 +173,8 @@ class ActiveDay:
     solved: int
     sets: tuple[str, ...]  # each ended set's "k of n"
     mock: int
+    checks: int = 0  # tensor puzzle checks
+    right_checks: int = 0
 
     @classmethod
     def merged(cls, days: list[ActiveDay]) -> ActiveDay:
@@ -137,6 +183,7 @@ class ActiveDay:
             tuple(dict.fromkeys(slug for d in days for slug in d.labs)),
             *(sum(getattr(d, name) for d in days) for name in ("predictions", "right", "attempts", "solved")),
             tuple(s for d in days for s in d.sets), sum(d.mock for d in days),
+            sum(d.checks for d in days), sum(d.right_checks for d in days),
         )  # fmt: skip
 
     def words(self, titles: Mapping[str, str]) -> str:
@@ -148,6 +195,8 @@ class ActiveDay:
             done.append(f"{count(self.predictions, 'prediction')}, {self.right} right")
         if self.attempts:
             done.append(f"{count(self.attempts, 'drill attempt')}, {self.solved} solved")
+        if self.checks:
+            done.append(f"{count(self.checks, 'tensor puzzle check')}, {self.right_checks} right")
         if len(self.sets) > 3:
             done.append(f"{count(len(self.sets), 'timed set')}")
         elif self.sets:
@@ -201,8 +250,35 @@ class History:
         for result in self.set_results():
             for drill in result.drills:
                 key = (drill, result.seed)
-                if key not in scores:
+                if key not in scores and drill in DRILLS:
                     scores[key] = DrillScore(drill, result.seed, 0, 0, 1, 0, False, False, None, result.at)
+        return scores
+
+    def puzzle_scores(self) -> dict[tuple[str, int], PuzzleScore]:
+        return self._puzzle_scores
+
+    @functools.cached_property
+    def _puzzle_scores(self) -> dict[tuple[str, int], PuzzleScore]:
+        """Per puzzle and seed: checks count until solved, the hints are the most shown by then, the first check's
+        verdict is kept; a puzzle of an ended set never checked counts as unsolved with none."""
+        scores: dict[tuple[str, int], PuzzleScore] = {}
+        for record in self.records:
+            if record.kind == "puzzle":
+                d = record.data
+                key = (record.key, d["seed"])
+                earlier = scores.get(key) or PuzzleScore(
+                    record.key, d["seed"], 0, 0, d["reason"], False, None, record.at
+                )
+                if earlier.solved:
+                    continue
+                scores[key] = PuzzleScore(
+                    earlier.puzzle, earlier.seed, earlier.attempts + 1, min(max(earlier.hints, d["hints"]), MAX_HINTS),
+                    earlier.first_reason, d["right"], d["seconds"] if d["right"] else None, record.at,
+                )  # fmt: skip
+        for result in self.set_results():
+            for puzzle in result.drills:
+                if (puzzle, result.seed) not in scores and puzzle in PUZZLES:
+                    scores[(puzzle, result.seed)] = PuzzleScore(puzzle, result.seed, 0, 0, "", False, None, result.at)
         return scores
 
     def sets(self) -> dict[str, TimedSet]:
@@ -212,13 +288,14 @@ class History:
             if r.kind == "set"
         }
 
-    def open_sets(self) -> list[TimedSet]:
-        """Sets started and not ended, oldest first (the clock may have run out on some)."""
+    def open_sets(self, practice: str = "drills") -> list[TimedSet]:
+        """Sets of a practice ("drills" or "puzzles") started and not ended, oldest first (the clock may have run
+        out on some)."""
         ended = {r.key for r in self.records if r.kind == "set_end"}
-        return [s for s in self.sets().values() if s.id not in ended]
+        return [s for s in self.sets().values() if s.id not in ended and s.practice == practice]
 
-    def running_set(self, now: float) -> TimedSet | None:
-        running = [s for s in self.open_sets() if s.remaining_s(now) > 0]
+    def running_set(self, now: float, practice: str = "drills") -> TimedSet | None:
+        running = [s for s in self.open_sets(practice) if s.remaining_s(now) > 0]
         return running[-1] if running else None
 
     @functools.cached_property
@@ -237,8 +314,10 @@ class History:
             if r.kind == "set_end" and r.key in sets and len(r.data["solved"]) == len(sets[r.key].drills)
         ]
 
-    def solved(self, drill: str, seed: int) -> bool:
-        score = self.drill_scores().get((drill, seed))
+    def solved(self, name: str, seed: int) -> bool:
+        """Whether a drill or a puzzle was solved on a seed."""
+        scores = self.puzzle_scores() if name in PUZZLES else self.drill_scores()
+        score = scores.get((name, seed))
         return score is not None and score.solved
 
     def end_record(self, timed: TimedSet, now: float, time_up: bool) -> Record:
@@ -263,10 +342,12 @@ class History:
         return {r.key for r in self.records if r.kind == "visit"}
 
     def weakest(self, count: int = 5) -> list[Weak]:
-        """Day 7's review: the answers short of full marks, from the mock interview, the drills and the predictions,
+        """Day 7's review: the answers short of full marks, from the mock interview, the drills, the tensor puzzles and
+        the predictions,
         the weakest first (the older first among equals)."""
         answers = [Weak("mock", m.points / MOCK_POINTS, m.at, m) for m in self.mock_scores().values()]
         answers += [Weak("drill", min(max(s.points / 4, 0.0), 1.0), s.at, s) for s in self.drill_scores().values()]
+        answers += [Weak("puzzle", s.points, s.at, s) for s in self.puzzle_scores().values()]
         answers += [Weak("prediction", float(p.right), p.at, p) for p in self.predictions().values()]
         short = [a for a in answers if a.share < 1]
         return sorted(short, key=lambda a: (a.share, a.at))[:count]
@@ -288,6 +369,7 @@ class History:
         for day, done in sorted(by_date.items()):
             predictions = [r for r in done if r.kind == "prediction" and firsts[r.key].at == r.at]
             attempts = [r for r in done if r.kind == "attempt"]
+            checks = [r for r in done if r.kind == "puzzle"]
             days.append(
                 ActiveDay(
                     day,
@@ -300,6 +382,8 @@ class History:
                     sum(r.data["right"] for r in attempts),
                     tuple(sets_by_date.get(day, ())),
                     sum(r.kind == "mock" for r in done),
+                    len(checks),
+                    sum(r.data["right"] for r in checks),
                 )  # fmt: skip
             )
         return days

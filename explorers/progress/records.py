@@ -1,9 +1,10 @@
 """What is kept of a learner's practice, and the check each record passes before it is written or imported.
 
 A record is one thing done, at one time: a lab opened, a prediction's first answer, a mock interview
-self-score, a Fix-the-loop attempt, a timed set started or ended. It holds no name, no e-mail address,
-no upload and no free text the learner typed: its key is a lab slug, a drill name or a question key,
-and its fields are numbers, booleans, drill names and the question the lab asked.
+self-score, a Fix-the-loop attempt, a tensor puzzle checked, a timed set started or ended. It holds no
+name, no e-mail address, no upload and no free text the learner typed (not even a puzzle's expression):
+its key is a lab slug, a drill or puzzle name or a question key, and its fields are numbers, booleans,
+drill and puzzle names, a verdict's reason and the question the lab asked.
 
 `parse` is the one gate: the app's own writes and an uploaded file go through it, so a record read
 back from the store has the shape the views expect, whoever wrote it.
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from explorers.drills.catalogue import DRILLS
+from explorers.tensors.catalogue import MAX_HINTS, PUZZLES, REASONS
 
 EARLIEST = 1_704_067_200.0  # 2024-01-01 UTC: before the app, so before any record
 FUTURE_SLACK_S = 24 * 3600.0  # a clock a day fast is tolerated, further is refused
@@ -69,9 +71,24 @@ def _drill(value: Any) -> str:
     return value
 
 
+def _puzzle(value: Any) -> str:
+    if value not in PUZZLES:
+        raise Invalid("one of the tensor puzzles")
+    return value
+
+
+def _reason(value: Any) -> str:
+    if value not in REASONS:
+        raise Invalid(f"one of: {', '.join(REASONS)}")
+    return value
+
+
 def _drills(value: Any) -> list[str]:
+    """A timed set's items: Fix-the-loop drills, or tensor puzzles, never both."""
     if not isinstance(value, list) or not 1 <= len(value) <= 10:
-        raise Invalid("a list of 1 to 10 drills")
+        raise Invalid("a list of 1 to 10 drills or puzzles")
+    if all(item in PUZZLES for item in value):
+        return list(value)
     return [_drill(item) for item in value]
 
 
@@ -101,6 +118,16 @@ KINDS: Mapping[str, tuple[str, Mapping[str, Callable[[Any], Any]]]] = {
             "extra_lines": _int(0, 50),
             "fix_right": _bool,
             "right": _bool,
+            "seconds": _optional(_seconds),
+        },
+    ),
+    "puzzle": (
+        "a puzzle name",
+        {
+            "seed": _int(0, MAX_SEED),
+            "right": _bool,
+            "reason": _reason,
+            "hints": _int(0, MAX_HINTS),
             "seconds": _optional(_seconds),
         },
     ),
@@ -137,6 +164,8 @@ def parse(raw: Any) -> Record:
         raise Invalid(f"{kind}: key is {what} (1 to 64 of a-z, 0-9, _ . -)")
     if kind == "attempt":
         _drill(key)
+    if kind == "puzzle":
+        _puzzle(key)
     try:
         at = _started(raw["at"])
     except Invalid as error:

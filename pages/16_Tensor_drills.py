@@ -1,0 +1,114 @@
+"""Tensor drills: a small tensor transformation typed as one expression, checked on five inputs and traced."""
+
+import streamlit as st
+
+from explorers.tensors import card, cases, grading, language, lesson
+from explorers.tensors import figures as charts
+from explorers.tensors.catalogue import DEFAULT_PUZZLE, LEVELS, MAX_HINTS, PUZZLES, label
+from explorers.tensors.experiment import SEED_RANGE, CheckOptions, check_answer
+from ui import figures, palette, practice, puzzles, runs
+from ui.fields import ChoiceField, IntField, TextField
+from ui.frame import start_lab
+
+EVERY_NAME = sorted({name for p in PUZZLES.values() for name in p.names})
+# The link holds the puzzle (named by its task), the seed and the expression typed, so a study group can look at
+# one attempt; never the reference. The expression is checked by the language before the page shows it.
+FIELDS = (
+    ChoiceField("puzzle", DEFAULT_PUZZLE, tuple(PUZZLES), label="Puzzle", format=label),
+    IntField("seed", 0, *SEED_RANGE, label="Seed", widget="number"),
+    TextField(
+        "answer", "", lambda raw: language.parse(raw, EVERY_NAME), label=lesson.ANSWER_LABEL, help=lesson.ANSWER_HELP
+    ),
+)
+CHECKED_KEY = "_tensor_checked"  # (puzzle, seed) -> the expression this session last checked
+PENDING_KEY = "_tensor_pending"  # a Check clicked and not yet recorded
+
+page = start_lab("tensors", FIELDS)
+
+
+def open_puzzle(name: str, seed: int) -> None:
+    page.set("puzzle", name)
+    page.set("seed", seed)
+    page.set("answer", "")
+
+
+def start_set() -> None:
+    timed = practice.start_set("puzzles")
+    open_puzzle(timed.drills[0], timed.seed)
+
+
+def check() -> None:
+    st.session_state.setdefault(CHECKED_KEY, {})[(page.value("puzzle"), page.value("seed"))] = page.value("answer")
+    st.session_state[PENDING_KEY] = True
+
+
+puzzle = PUZZLES[page.value("puzzle")]
+seed = page.value("seed")
+bench, stage = page.workbench()
+with bench, page.controls():
+    page.widget("puzzle", on_change=lambda: page.set("answer", ""))
+    page.widget("seed")
+    timed = practice.set_start(start_set, "puzzles")
+    with st.expander(lesson.LANGUAGE_TITLE, icon=":material/code:"):
+        st.markdown(lesson.language_words())
+
+puzzles.opened(puzzle.name, seed)
+sizes = cases.shown_sizes(puzzle, seed)
+with stage:
+    if timed is not None:
+        practice.set_running(timed, puzzle.name, seed, open_puzzle, page.presenting)
+    st.subheader(f"{label(puzzle.name)}: {LEVELS[puzzle.level]}")
+    st.markdown(f"**{puzzle.task}**")
+    st.markdown(lesson.inputs_line(puzzle.name, sizes))
+    page.widget("answer", placeholder="e.g. x.transpose(1, 2)")
+    palette.palette(page.key("answer"), puzzle.names)
+    hints = puzzles.hints(puzzle.name, seed)
+    left, right = st.columns(2)
+    left.button(
+        "Check my answer", key="check", type="primary", on_click=check, disabled=not page.value("answer").strip()
+    )
+    right.button(
+        "Show a hint (it counts)", key="hint", on_click=puzzles.show_hint, args=(puzzle.name, seed),
+        disabled=hints >= MAX_HINTS, icon=":material/lightbulb:",
+    )  # fmt: skip
+    for hint in lesson.hints(puzzle.name)[:hints]:
+        st.info(hint, icon=":material/lightbulb:")
+page.sync_url()
+
+checked = st.session_state.get(CHECKED_KEY, {}).get((puzzle.name, seed))
+settings = {"puzzle": puzzle.name, "seed": seed}
+if checked is None:
+    st.caption(lesson.NOT_ANSWERED)
+else:
+    verdict = grading.refusal(puzzle, checked, seed) or runs.run(
+        check_answer, CheckOptions(puzzle.name, checked, seed), label="Checking your answer on five inputs",
+        timeout_s=15,
+    )  # fmt: skip
+    if st.session_state.pop(PENDING_KEY, False):
+        puzzles.record(verdict)
+    score = puzzles.score(puzzle.name, seed)
+    st.subheader(lesson.VERDICT_TITLE)
+    st.caption(lesson.checked_line(checked, score))
+    (st.success if verdict.right else st.error)(lesson.verdict(verdict))
+    for line in lesson.values_lines(verdict) + ([lesson.first_copy(verdict)] if verdict.reason == "copy" else []):
+        st.markdown(line)
+    if verdict.steps:
+        figures.plotly(
+            charts.trace_figure(verdict.steps, lesson.trace_title(verdict)),
+            figures.caption("Shape trace of your answer", settings, "cpu"),
+            "tensor-trace",
+        )
+        figures.table(lesson.trace_rows(verdict.steps))
+    if verdict.right:
+        figures.why_panel([lesson.STATEMENTS[puzzle.concept].text, lesson.reference_line(puzzle.name)])
+        figures.answer_card(card.answer_card(verdict))
+
+figures.notes_download(
+    "Tensor drills",
+    figures.caption("Tensor drills", settings, "cpu"),
+    {
+        "The task": f"{puzzle.task} ({lesson.inputs_line(puzzle.name, sizes)})",
+        "Your puzzles so far": "\n".join(f"- {s.describe()}" for s in puzzles.scores()) or "–",
+    },
+    "tensor-drills",
+)
