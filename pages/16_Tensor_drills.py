@@ -59,7 +59,7 @@ with stage:
         practice.set_running(timed, puzzle.name, seed, open_puzzle, page.presenting)
     st.subheader(f"{label(puzzle.name)}: {LEVELS[puzzle.level]}")
     st.markdown(f"**{puzzle.task}**")
-    st.markdown(lesson.inputs_line(puzzle.name, sizes))
+    st.markdown("\n".join(f"- {line}" for line in lesson.inputs_lines(puzzle.name, sizes)))
     page.widget("answer", placeholder="e.g. x.transpose(1, 2)")
     palette.palette(page.key("answer"), puzzle.names)
     hints = puzzles.hints(puzzle.name, seed)
@@ -107,7 +107,7 @@ figures.notes_download(
     "Tensor drills",
     figures.caption("Tensor drills", settings, "cpu"),
     {
-        "The task": f"{puzzle.task} ({lesson.inputs_line(puzzle.name, sizes)})",
+        "The task": "\n".join([puzzle.task, *(f"- {line}" for line in lesson.inputs_lines(puzzle.name, sizes))]),
         "Your puzzles so far": "\n".join(f"- {s.describe()}" for s in puzzles.scores()) or "–",
     },
     "tensor-drills",

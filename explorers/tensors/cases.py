@@ -1,8 +1,9 @@
 """The inputs a puzzle is graded on: sizes drawn per seed, and the edge shapes a hand-made test forgets.
 
 `cases(puzzle, seed)` gives five, in this order:
-- drawn: sizes drawn from their ranges, distinct from each other where the ranges allow, so that
-  swapping two axes of equal size cannot pass by chance;
+- drawn: sizes drawn from their ranges, 2 or more where the range allows (size 1 has its own case) and
+  distinct from each other where the ranges allow, so that swapping two axes of equal size cannot pass
+  by chance;
 - smallest: every size at its lowest (mostly 1: size-1 dimensions broadcast where others do not);
 - largest: every size at its highest;
 - non-contiguous: drawn sizes, with every input of two or more dimensions made as the transpose of a
@@ -49,7 +50,8 @@ def draw_sizes(puzzle: Puzzle, rng: random.Random, where: str = "drawn") -> dict
         sizes: dict[str, int] = {}
         for name, (low, high) in puzzle.sizes.items():
             low, high = _bound(low, sizes), _bound(high, sizes)
-            sizes[name] = low if where == "smallest" else high if where == "largest" else rng.randint(low, high)
+            drawn = rng.randint(min(max(low, 2), high), high)
+            sizes[name] = low if where == "smallest" else high if where == "largest" else drawn
         return sizes
 
     sizes = once()

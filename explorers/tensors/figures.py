@@ -16,9 +16,9 @@ from explorers.tensors.interpreter import Step
 
 RELATIONS = {  # relation -> (legend name, colour)
     "input": ("input", "#7f7f7f"),
-    "view": ("view: shares its operand's memory", "#1f77b4"),
-    "same": ("view: shares its operand's memory", "#1f77b4"),
-    "new": ("new tensor: its own memory", "#ff7f0e"),
+    "view": ("view (shared memory)", "#1f77b4"),
+    "same": ("view (shared memory)", "#1f77b4"),
+    "new": ("new tensor", "#ff7f0e"),
 }
 LABEL_CHARS = 28
 

@@ -37,6 +37,7 @@ class Verdict:
     actual_dtype: str = ""
     expected_values: list | None = None  # when small
     actual_values: list | None = None
+    difference: str = ""  # the first element that differs, for wrong values
     steps: tuple[Step, ...] = ()  # the answer's shape trace on that input (on the first, when right)
     passed: int = 0  # inputs passed before the first failure (all of them when right)
 
@@ -63,6 +64,16 @@ def _same_values(actual: torch.Tensor, expected: torch.Tensor) -> bool:
     if expected.is_floating_point():
         return torch.allclose(actual, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
     return torch.equal(actual, expected)
+
+
+def first_difference(actual: torch.Tensor, expected: torch.Tensor) -> str:
+    """Where two same-shaped tensors first differ, and their values there: "[0, 2] holds 0.5 where -1.25 is expected"."""
+    if expected.is_floating_point():
+        close = torch.isclose(actual, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
+    else:
+        close = actual == expected
+    index = tuple(int(i) for i in (~close).nonzero()[0])
+    return f"{list(index)} holds {actual[index].item():.4g} where {expected[index].item():.4g} is expected"
 
 
 def shares_input_memory(result: torch.Tensor, inputs: dict[str, object]) -> bool:
@@ -112,7 +123,7 @@ def check(puzzle: Puzzle, text: str, seed: int = 0) -> Verdict:
         if actual.dtype != expected.dtype:
             return Verdict(reason="dtype", **compared, **failed)
         if not _same_values(actual, expected):
-            return Verdict(reason="values", **compared, **failed)
+            return Verdict(reason="values", difference=first_difference(actual, expected), **compared, **failed)
         if puzzle.view and not shares_input_memory(actual, case.inputs):
             return Verdict(reason="copy", **compared, **failed)
     return Verdict(puzzle.name, text, seed, "right", steps=first_steps, passed=len(made))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -247,7 +248,8 @@ def parse(text: str, names: Iterable[str] = ()) -> Expression:
     if not text.strip():
         raise Refused("the expression is empty")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        with warnings.catch_warnings(action="ignore"):  # a SyntaxWarning about typed text is not the server's news
+            tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as error:
         where = f" (column {error.offset})" if error.offset else ""
         raise Refused(f"not one Python expression: {error.msg}{where}") from None
@@ -365,8 +367,8 @@ class _Checker(ast.NodeVisitor):
         else:
             name = node.func.attr
             if name not in METHODS:
-                inplace = name.endswith("_") and name[:-1] in METHODS
-                hint = f" (in-place methods are not in the language: use .{name[:-1]})" if inplace else ""
+                instead = f": use .{name[:-1]}" if name[:-1] in METHODS else ""
+                hint = f" (in-place methods, ending in _, are not in the language{instead})" if name[-1] == "_" else ""
                 self.refuse(node.func, f".{name}(...) is not one of the listed tensor methods{hint}")
             allowed = METHODS[name]
             self.visit(node.func.value)

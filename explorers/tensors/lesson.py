@@ -259,9 +259,9 @@ def symbols(shape: tuple[str, ...]) -> str:
     return f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(shape)})"
 
 
-def inputs_line(name: str, sizes: dict[str, int]) -> str:
-    """The puzzle's inputs with their symbolic and this seed's shapes, e.g. "x: (B, T, C) = (2, 5, 3)", and the
-    shape asked for."""
+def inputs_lines(name: str, sizes: dict[str, int]) -> list[str]:
+    """The puzzle's inputs with their symbolic and this seed's shapes, e.g. "x: (B, T, C) = (2, 5, 3)", its sizes
+    and the shape asked for."""
     puzzle = PUZZLES[name]
     shapes = {spec.name: shape(spec.shape, sizes) for spec in puzzle.inputs}
     parts = []
@@ -271,8 +271,7 @@ def inputs_line(name: str, sizes: dict[str, int]) -> str:
         )
         parts.append(f"`{spec.name}`: {symbols(spec.shape)} = {shapes[spec.name]}, {kind}")
     sized = ", ".join(f"`{k}` = {v}" for k, v in sizes.items())
-    given = "; ".join(parts + ([f"sizes {sized}"] if sized else []))
-    return f"{given}. Wanted: shape {puzzle.output}."
+    return [*parts, *([f"sizes: {sized}"] if sized else []), f"wanted: a tensor of shape {puzzle.output}"]
 
 
 def verdict(result: Verdict) -> str:
@@ -304,7 +303,7 @@ def verdict(result: Verdict) -> str:
             f"{where}the right values, in a new tensor: this puzzle asks for a view that shares the input's memory. "
             "The trace marks where the copy was made."
         )
-    return f"{where}the right shape and dtype, different values."
+    return f"{where}the right shape and dtype, different values. The first difference: index {result.difference}."
 
 
 def _elements(shape: tuple[int, ...] | None) -> int:
