@@ -111,6 +111,7 @@ class _Evaluator:
         self.meta = device == "meta"
         self.total = 0
         self.steps: list[Step] = []
+        self.witnesses: list[tuple[torch.Tensor, list[torch.Tensor]]] = []  # per step: its value and tensor operands
 
     def evaluate(self) -> Any:
         try:
@@ -130,7 +131,7 @@ class _Evaluator:
 
     def failed(self, error: Exception) -> Exception:
         message = " ".join(str(error).split())[:300] or type(error).__name__
-        unsized = "data-dependent" in message or "meta" in message.lower() or isinstance(error, NotImplementedError)
+        unsized = isinstance(error, NotImplementedError) or any(w in message for w in ("item()", "data-dependent"))
         if self.meta and unsized:
             return Refused(
                 "its size depends on the tensor's values, which the size check runs without "
@@ -166,6 +167,7 @@ class _Evaluator:
         if self.meta or not _is_tensor(value):
             return value
         relation, of = "new", ""
+        self.witnesses.append((value, [t for _, operand in operands for t in _tensors(operand)]))
         for text, operand in operands:
             for tensor in _tensors(operand):
                 if value is tensor:
@@ -190,9 +192,13 @@ class _Evaluator:
         )
         return value
 
+    def operands(self, *pairs: tuple[ast.expr, Any]) -> list[tuple[str, Any]]:
+        return [(self.expression.segment(node), value) for node, value in pairs]
+
     def visit_Name(self, node: ast.Name, depth: int) -> Any:
         value = self.env[node.id]
         if _is_tensor(value) and not self.meta:
+            self.witnesses.append((value, [value]))
             self.steps.append(
                 Step(
                     node.id,
@@ -232,7 +238,9 @@ class _Evaluator:
 
     def visit_UnaryOp(self, node: ast.UnaryOp, depth: int) -> Any:
         operand = self.visit(node.operand, depth + 1)
-        return self.record(node, depth, _UNARY[type(node.op)](operand), [])
+        return self.record(
+            node, depth, _UNARY[type(node.op)](operand), [(self.expression.segment(node.operand), operand)]
+        )
 
     def visit_BinOp(self, node: ast.BinOp, depth: int) -> Any:
         left = self.visit(node.left, depth + 1)
@@ -247,12 +255,15 @@ class _Evaluator:
                 raise Refused(f"`{self.part(node)}` makes a sequence longer than {MAX_SEQUENCE}")
         if symbol == "@" and _is_tensor(left) and _is_tensor(right):
             self.check_matmul(node, left, right)
-        return self.record(node, depth, _OPERATORS[symbol](left, right), [])
+        return self.record(
+            node, depth, _OPERATORS[symbol](left, right), self.operands((node.left, left), (node.right, right))
+        )
 
     def visit_Compare(self, node: ast.Compare, depth: int) -> Any:
         left = self.visit(node.left, depth + 1)
         right = self.visit(node.comparators[0], depth + 1)
-        return self.record(node, depth, _OPERATORS[COMPARE[type(node.ops[0])]](left, right), [])
+        result = _OPERATORS[COMPARE[type(node.ops[0])]](left, right)
+        return self.record(node, depth, result, self.operands((node.left, left), (node.comparators[0], right)))
 
     def visit_Attribute(self, node: ast.Attribute, depth: int) -> Any:
         path = torch_path(node)
@@ -264,7 +275,8 @@ class _Evaluator:
                 raise Failed(f"`.{node.attr}` belongs to the result of topk, sort, max or min along a dim")
         elif not _is_tensor(value):
             raise Failed(f"`.{node.attr}` belongs to a tensor")
-        return self.record(node, depth, getattr(value, node.attr), [(self.expression.segment(node.value), value)])
+        part = [] if node.attr in ("values", "indices") else [(self.expression.segment(node.value), value)]
+        return self.record(node, depth, getattr(value, node.attr), part)  # topk's values: a part of a new result
 
     def visit_Call(self, node: ast.Call, depth: int) -> Any:
         path = torch_path(node.func)
