@@ -4,7 +4,8 @@ import streamlit as st
 
 from explorers.drills import DRILLS
 from explorers.drills.catalogue import label
-from ui import drill, mock, plan, practice, progress
+from explorers.tensors.catalogue import label as puzzle_label
+from ui import drill, mock, plan, practice, progress, puzzles
 from ui.frame import presenting, start_page
 
 start_page("Mock interview", ":material/record_voice_over:")
@@ -38,6 +39,17 @@ with st.container(border=True, key="mock-coding"):
         label=f"Fix the loop: {label(drill_name)} (seed {drill_seed})",
         icon=":material/build:",
         query_params={"drill": DRILLS[drill_name].link_id, "seed": str(drill_seed)},
+    )
+    drill.timer(presenting())
+
+with st.container(border=True, key="mock-tensor"):
+    puzzle_name, puzzle_seed = mock.current_tensor_question()
+    st.markdown(f"**Tensor transformation.** {mock.TENSOR_QUESTION}")
+    st.page_link(
+        puzzles.PAGE,
+        label=f"Tensor drills: {puzzle_label(puzzle_name)} (seed {puzzle_seed})",
+        icon=":material/view_in_ar:",
+        query_params={"puzzle": puzzle_name, "seed": str(puzzle_seed)},
     )
     drill.timer(presenting())
 

@@ -86,6 +86,8 @@ else:
     )  # fmt: skip
     if st.session_state.pop(PENDING_KEY, False):
         puzzles.record(verdict)
+        if verdict.right and timed is not None:
+            st.rerun()  # the set's buttons, drawn above, tick this puzzle
     score = puzzles.score(puzzle.name, seed)
     st.subheader(lesson.VERDICT_TITLE)
     st.caption(lesson.checked_line(checked, score))

@@ -145,7 +145,10 @@ class TextField(Knob):
 
     def parse(self, raw: str) -> str:
         if raw:
-            self.check(raw)
+            try:
+                self.check(raw)
+            except ValueError as refused:
+                raise ValueError(f"`{self.name}` is refused: {refused}") from None
         return raw
 
     def encode(self, value: str) -> str:

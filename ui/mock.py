@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from explorers.drills import DRILLS
+from explorers.tensors.catalogue import PUZZLES
 from explorers.progress.history import MOCK_POINTS, MockScore
 from explorers.progress.records import Record
 from ui import challenges, progress
@@ -36,6 +37,10 @@ CODING_QUESTION = (
     "The interviewer hands you a training loop that trains badly. Find the lines and the fix from its symptoms, "
     "then say why at 30 s and 2 min."
 )
+TENSOR_QUESTION = (
+    "The interviewer opens with a small tensor transformation. Write it as one expression, then say which of your "
+    "steps are views and which copy, and what its shapes are at each step."
+)
 SEED_KEY = "_mock_seed"
 
 
@@ -58,6 +63,18 @@ def coding_question(seed: int) -> tuple[str, int]:
     """The set's coding question: one Fix-the-loop drill and its seed, drawn from the set's own seed."""
     rng = random.Random(f"coding-{seed}")
     return rng.choice(sorted(DRILLS)), rng.randrange(100)
+
+
+def tensor_question(seed: int) -> tuple[str, int]:
+    """The set's tensor transformation: one puzzle of level 2 or 3 and its seed, drawn from the set's own seed."""
+    rng = random.Random(f"tensor-{seed}")
+    return rng.choice(sorted(name for name, p in PUZZLES.items() if p.level >= 2)), rng.randrange(100)
+
+
+def current_tensor_question() -> tuple[str, int]:
+    if SEED_KEY not in st.session_state:
+        new_set()
+    return tensor_question(st.session_state[SEED_KEY])
 
 
 def current_coding_question() -> tuple[str, int]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from explorers.progress.history import MOCK_POINTS, Weak
-from ui import mock, practice, progress
+from ui import mock, practice, progress, puzzles
 from ui.catalogue import LABS
 
 PAGE = "pages/9_Study_plan.py"
@@ -21,8 +21,8 @@ def more_answers(hidden: int) -> str:
 
 
 NO_WEAK_YET = (
-    "Score a mock interview answer, check a Fix-the-loop answer or answer a lab's prediction, and your weakest "
-    "answers appear here."
+    "Score a mock interview answer, check a Fix-the-loop answer or a tensor puzzle, or answer a lab's prediction, "
+    "and your weakest answers appear here."
 )
 
 
@@ -75,15 +75,15 @@ DAYS = (
         "A timed mock interview",
         "Open the mock interview: three questions, each answered aloud at 30 seconds, 2 minutes and a "
         "10-minute whiteboard pass (draw the flow, name who validates, add an invariant), then the "
-        "interviewer's challenge and your own score against the four-part frame. Then its coding question, "
-        "or a timed set of five Fix-the-loop drills.",
-        ("drills",),
+        "interviewer's challenge and your own score against the four-part frame. Then its two coding questions, "
+        "or a timed set of five Fix-the-loop drills or five tensor puzzles.",
+        ("drills", "tensors"),
     ),
     Day(
         7,
         "Review your five weakest answers",
-        "Redo your five weakest answers below, drawn from your mock interview scores, your drills and your "
-        "predictions, the weakest first, at 30 seconds, 2 minutes and 10 minutes.",
+        "Redo your five weakest answers below, drawn from your mock interview scores, your drills, your tensor "
+        "puzzles and your predictions, the weakest first, at 30 seconds, 2 minutes and 10 minutes.",
         (),
     ),
 )
@@ -94,6 +94,9 @@ def weak_link(weak: Weak) -> None:
     item = weak.item
     if weak.kind == "drill":
         st.page_link(practice.PAGE, label=f"Fix the loop, {item.describe()}", query_params=practice.link(item))
+        return
+    if weak.kind == "puzzle":
+        st.page_link(puzzles.PAGE, label=f"Tensor drills, {item.describe()}", query_params=puzzles.link(item))
         return
     slug = item.lab if weak.kind == "mock" else item.key.split(".", 1)[0]
     entry = next((e for e in LABS if e.slug == slug), None)

@@ -106,7 +106,8 @@ def check(puzzle: Puzzle, text: str, seed: int = 0) -> Verdict:
         except Refused as refused:
             return Verdict(reason="refused", message=str(refused), **failed)
         except Failed as error:
-            return Verdict(reason="error", message=str(error), expected_shape=tuple(expected.shape), **failed)
+            shape = tuple(expected.shape)
+            return Verdict(reason="error", message=str(error), expected_shape=shape, steps=tuple(error.steps), **failed)
         steps = tuple(steps)
         first_steps = first_steps or steps
         if not isinstance(actual, torch.Tensor):

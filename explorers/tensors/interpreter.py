@@ -41,7 +41,12 @@ _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.i
 
 
 class Failed(Exception):
-    """PyTorch (or Python arithmetic) raised while evaluating; the message is PyTorch's own, shortened."""
+    """PyTorch (or Python arithmetic) raised while evaluating; the message is PyTorch's own, shortened, and `steps`
+    the trace of what ran before it (the operands of the op that raised)."""
+
+    def __init__(self, message: str, steps: list[Step] | None = None) -> None:
+        super().__init__(message)
+        self.steps = steps or []
 
 
 @dataclass(frozen=True)
@@ -79,9 +84,15 @@ def run(expression: Expression, inputs: Mapping[str, Any]) -> tuple[Any, list[St
         name: torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta") if _is_tensor(v) else v
         for name, v in inputs.items()
     }
-    _Evaluator(expression, meta, "meta").evaluate()
+    sizing = _Evaluator(expression, meta, "meta")
     device = next((v.device for v in inputs.values() if _is_tensor(v)), torch.device("cpu"))
     evaluator = _Evaluator(expression, inputs, device)
+    try:
+        sizing.evaluate()
+    except Failed as failed:
+        # PyTorch refused an op on the meta run (a shape error): every size before it was checked, so the real
+        # run goes as far, no further, to trace what the op was given
+        evaluator.limit, evaluator.limit_message = sizing.visits, str(failed)
     return evaluator.evaluate(), evaluator.steps
 
 
@@ -110,6 +121,7 @@ class _Evaluator:
         self.expression, self.env, self.device = expression, env, device
         self.meta = device == "meta"
         self.total = 0
+        self.visits, self.limit, self.limit_message = 0, None, ""  # a real run stops where its meta run failed
         self.steps: list[Step] = []
         self.witnesses: list[tuple[torch.Tensor, list[torch.Tensor]]] = []  # per step: its value and tensor operands
 
@@ -117,8 +129,10 @@ class _Evaluator:
         try:
             with torch.no_grad():
                 return self.visit(self.expression.tree, 0)
-        except (Refused, Failed):
+        except Refused:
             raise
+        except Failed as failed:
+            raise Failed(str(failed), self.steps) from None
         except RecursionError:
             raise Refused("the expression is nested too deeply") from None
         except Exception as error:  # PyTorch's own message (an index out of range, mismatched shapes)
@@ -137,11 +151,14 @@ class _Evaluator:
                 "its size depends on the tensor's values, which the size check runs without "
                 f"(pass the size, e.g. num_classes=; PyTorch: {message[:160]})"
             )
-        return Failed(message)
+        return Failed(message, self.steps)
 
     # --- nodes ----------------------------------------------------------------------------------
 
     def visit(self, node: ast.expr, depth: int) -> Any:
+        self.visits += 1
+        if self.limit is not None and self.visits > self.limit:
+            raise Failed(self.limit_message)
         value = getattr(self, f"visit_{type(node).__name__}")(node, depth)
         self.check(node, value)
         return value

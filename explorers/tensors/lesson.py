@@ -222,6 +222,8 @@ def checked_line(expression: str, score: PuzzleScore | None) -> str:
 
 
 def trace_title(result: Verdict) -> str:
+    if result.reason == "error":
+        return f"Shape trace up to PyTorch's error: {len(result.steps)} steps ran"
     where = "the first input" if result.right else "the input it failed on"
     return f"Shape trace on {where}: {len(result.steps)} steps"
 
@@ -275,7 +277,12 @@ def inputs_lines(name: str, sizes: dict[str, int]) -> list[str]:
 
 
 def verdict(result: Verdict) -> str:
-    """What the grader saw, from its fields."""
+    """What the grader saw, from its fields, as one or two sentences."""
+    said = _verdict(result)
+    return said[0].upper() + said[1:]
+
+
+def _verdict(result: Verdict) -> str:
     if result.right:
         return (
             f"Right on all {result.passed} inputs: " + ", ".join(CASES) + ". Each matched the reference's shape, "
@@ -284,7 +291,7 @@ def verdict(result: Verdict) -> str:
     passed = f" (it passed {result.passed} before)" if result.passed else ""
     where = f"On {result.case}{passed}: " if result.case else ""
     if result.reason == "refused":
-        return f"{where}not run. {result.message}."
+        return f"{where}not run: {result.message}."
     if result.reason == "error":
         return f"{where}PyTorch raised an error: {code_span(result.message)}"
     if result.reason == "not_tensor":
