@@ -68,9 +68,9 @@ class Puzzle:
                 return f"torch.{path}" if path else f".{node.func.attr}"
             if isinstance(node, ast.Subscript):
                 return "indexing with [ ]"
-            if isinstance(node, ast.BinOp | ast.Compare):
-                op = node.op if isinstance(node, ast.BinOp) else node.ops[0]
-                symbol = {**language.BINARY, **language.COMPARE}[type(op)]
+            if isinstance(node, ast.BinOp | ast.Compare | ast.UnaryOp):
+                op = node.ops[0] if isinstance(node, ast.Compare) else node.op
+                symbol = {**language.BINARY, **language.COMPARE, **language.UNARY}[type(op)]
                 return f"the operator {symbol}"
         return "one of the inputs"
 
