@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import streamlit as st
 
 from explorers.drills import DRILLS
-from explorers.tensors.catalogue import PUZZLES
 from explorers.progress.history import MOCK_POINTS, MockScore
 from explorers.progress.records import Record
+from explorers.tensors.catalogue import PUZZLES
 from ui import challenges, progress
 from ui.catalogue import LABS, Lab
 

@@ -20,8 +20,8 @@ SAID_KEY = "_record_said"  # (ok, words) of the last action, shown once
 TITLE = "Your record: resume code, export, import, delete"
 KEPT = (
     "Kept: the labs you opened and when, your first answer to each prediction, your Fix-the-loop attempts, your "
-    "tensor puzzle checks (not the expression), timed sets, and your mock interview self-scores. It holds no name, no e-mail address, no file a lab reads "
-    "and no text you type."
+    "tensor puzzle checks (not the expression), timed sets, and your mock interview self-scores. It holds no "
+    "name, no e-mail address, no file a lab reads and no text you type."
 )
 
 

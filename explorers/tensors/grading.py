@@ -67,7 +67,7 @@ def _same_values(actual: torch.Tensor, expected: torch.Tensor) -> bool:
 
 
 def first_difference(actual: torch.Tensor, expected: torch.Tensor) -> str:
-    """Where two same-shaped tensors first differ, and their values there: "[0, 2] holds 0.5 where -1.25 is expected"."""
+    """Where two same-shaped tensors first differ, and the values there ("[0, 2] holds 0.5 where -1.25 is expected")."""
     if expected.is_floating_point():
         close = torch.isclose(actual, expected, rtol=RTOL, atol=ATOL, equal_nan=True)
     else:

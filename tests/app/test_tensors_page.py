@@ -1,4 +1,4 @@
-"""The Tensor drills page with every control exercised: puzzle, seed, answer, check, hints, palette, timed set, links."""
+"""The Tensor drills page, every control exercised: puzzle, seed, answer, check, hints, palette, timed set, links."""
 
 from __future__ import annotations
 

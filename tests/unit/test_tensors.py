@@ -3,10 +3,10 @@ edits, and puzzle checks and timed sets kept as progress beside the Fix-the-loop
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
-
-import time
 
 from explorers import tensors
 from explorers.drills import DRILLS
@@ -57,9 +57,9 @@ def test_indices_and_lengths_stay_in_their_ranges():
     for seed in range(20):
         for case in cases.cases(PUZZLES["masked_mean"], seed) + cases.cases(PUZZLES["label_probability"], seed):
             if "n" in case.inputs:
-                assert 1 <= case.inputs["n"].min() and case.inputs["n"].max() <= case.sizes["T"]
+                assert case.inputs["n"].min() >= 1 and case.inputs["n"].max() <= case.sizes["T"]
             if "y" in case.inputs:
-                assert 0 <= case.inputs["y"].min() and case.inputs["y"].max() < case.sizes["C"]
+                assert case.inputs["y"].min() >= 0 and case.inputs["y"].max() < case.sizes["C"]
 
 
 def test_a_verdict_names_the_input_the_shapes_and_the_first_difference():
