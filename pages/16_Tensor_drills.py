@@ -57,9 +57,10 @@ sizes = cases.shown_sizes(puzzle, seed)
 with stage:
     if timed is not None:
         practice.set_running(timed, puzzle.name, seed, open_puzzle, page.presenting)
-    st.subheader(f"{label(puzzle.name)}: {LEVELS[puzzle.level]}")
-    st.markdown(f"**{puzzle.task}**")
-    st.markdown("\n".join(f"- {line}" for line in lesson.inputs_lines(puzzle.name, sizes)))
+    with st.container(key="lab-task"):
+        st.subheader(f"{label(puzzle.name)}: {LEVELS[puzzle.level]}")
+        st.markdown(f"**{puzzle.task}**")
+        st.markdown("\n".join(f"- {line}" for line in lesson.inputs_lines(puzzle.name, sizes)))
     page.widget("answer", placeholder="e.g. x.transpose(1, 2)")
     palette.palette(page.key("answer"), puzzle.names)
     hints = puzzles.hints(puzzle.name, seed)

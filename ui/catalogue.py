@@ -12,7 +12,7 @@ class Lab:
     question: str
     icon: str  # a Material icon: Streamlit ships the font, so it draws where emoji fonts are missing
     page: str | None  # path of the page file, None while the lab is still to come
-    figure: str = "chart"  # the main figure a browser test waits for: "graph" (Graphviz) or "chart" (plotly)
+    figure: str = "chart"  # what a browser test waits for first: "graph" (Graphviz), "chart" (plotly) or "task"
     extends: int | None = None  # the interview question (1 to 8) this lab continues, if it is not one itself
 
     @property
@@ -134,6 +134,7 @@ LABS = (
         "Can you turn this tensor into that one, and say which of your steps copy?",
         ":material/view_in_ar:",
         "pages/16_Tensor_drills.py",
+        "task",  # a puzzle's task and input shapes: its trace is drawn once an answer is checked
     ),
 )
 

@@ -249,6 +249,26 @@ def answer(lines: tuple[str, ...], fix: str, check: str) -> Action:
     return act
 
 
+TENSOR_VERDICT = re.compile(r"^(Right on all \d+ inputs|On the .* input|Not run: )")  # tensors.lesson.verdict
+
+
+def typed(label: str, text: str, check: str) -> Action:
+    """Tensor drills: type an expression into the box labelled `label`, press Enter, then the check button."""
+
+    async def act(page) -> None:
+        box = page.get_by_role("textbox", name=label)
+        await box.fill(text)
+        before = page.url
+        await box.press("Enter")
+        deadline = time.monotonic() + 15
+        while page.url == before and time.monotonic() < deadline:  # the link holds the answer once taken
+            await asyncio.sleep(0.05)
+        await page.get_by_role("button", name=check, exact=True).click()
+        await page.get_by_text(TENSOR_VERDICT).first.wait_for(timeout=SETTLE_TIMEOUT_MS)
+
+    return act
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]

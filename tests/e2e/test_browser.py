@@ -15,6 +15,7 @@ pytestmark = pytest.mark.e2e
 FIGURE_SELECTORS = {
     "graph": "div.graph img",  # laid out on the server (ui.figures.graph)
     "chart": "[data-testid='stPlotlyChart'] .main-svg",
+    "task": ".st-key-lab-task",  # a drill's task and its inputs (ui/catalogue.py)
 }
 BUILT = [lab for lab in LABS if lab.page]
 

@@ -1,4 +1,4 @@
-"""Eleven browser sessions at once against one server, working different labs with fast, impatient input.
+"""Fourteen browser sessions at once against one server, working different labs with fast, impatient input.
 
 Each session's final page must equal what the same session shows when it runs alone on a
 fresh server (so no result crossed between sessions, and none came from a shared cache
@@ -22,11 +22,12 @@ import pytest
 from explorers import engine
 from explorers.drills import DRILLS
 from tests.e2e.conftest import CHROMIUM_FLAGS, chromium_executable, streamlit_server
-from tests.e2e.sessions import Session, answer, click, notches, percentile, run_session
+from tests.e2e.sessions import Session, answer, click, notches, percentile, run_session, typed
 
 pytestmark = pytest.mark.e2e
 
 
+ANSWER_LABEL, CHECK = "Your answer: one expression", "Check my answer"
 FIX_LABEL = "Pass the logits to cross_entropy: remove .softmax(dim=1)"  # the radio's accessible name
 SOFTMAX_LINES = tuple(str(n) for n in DRILLS["softmax_before_loss"].bug_lines)
 
@@ -87,6 +88,14 @@ def scripted_sessions() -> list[Session]:
             "fix the loop: lines, a fix, check",
             f"Fix_the_loop?drill={DRILLS['softmax_before_loss'].link_id}&seed=3",
             [("the bug's line, remove the softmax, check", answer(SOFTMAX_LINES, FIX_LABEL, "Check my answer"))],
+        ),
+        Session(
+            "tensor drills: a wrong answer, then the right one",
+            "Tensor_drills?puzzle=merge_heads&seed=4",
+            [
+                ("view after a transpose, check", typed(ANSWER_LABEL, "y.transpose(1, 2).view(B, T, H * D)", CHECK)),
+                ("reshape, check", typed(ANSWER_LABEL, "y.transpose(1, 2).reshape(B, T, H * D)", CHECK)),
+            ],
         ),
         Session(
             "compile: static shapes, more calls",
