@@ -103,7 +103,7 @@ else:
         )
         figures.table(lesson.trace_rows(verdict.steps))
     if verdict.right:
-        figures.why_panel([lesson.STATEMENTS[puzzle.concept].text, lesson.reference_line(puzzle.name)])
+        figures.why_panel([lesson.STATEMENTS[puzzle.concept].text, *lesson.reference_lines(puzzle.name)])
         figures.answer_card(card.answer_card(verdict))
 
 figures.notes_download(

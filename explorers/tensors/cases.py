@@ -77,13 +77,18 @@ def values(spec: Input, dims: tuple[int, ...], sizes: dict[str, int], generator:
         return torch.randn(dims, generator=generator)
     if spec.kind == "positive":
         return torch.rand(dims, generator=generator) + 0.1
+    if spec.kind == "probabilities":
+        return torch.softmax(torch.randn(dims, generator=generator), dim=-1)
     if spec.kind == "int":
         return torch.randint(-9, 10, dims, generator=generator)
     if spec.kind == "bool":
         return torch.rand(dims, generator=generator) < 0.5
     if spec.kind == "index":
         return torch.randint(0, sizes[spec.of], dims, generator=generator)
-    return torch.randint(1, sizes[spec.of] + 1, dims, generator=generator)  # lengths
+    lengths = torch.randint(1, sizes[spec.of] + 1, dims if spec.kind == "lengths" else dims[:-1], generator=generator)
+    if spec.kind == "lengths":
+        return lengths
+    return torch.arange(dims[-1]) >= lengths[..., None]  # padding: True after each row's length
 
 
 def make(puzzle: Puzzle, kind: str, sizes: dict[str, int], seed: int) -> Case:

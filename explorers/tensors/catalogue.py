@@ -27,18 +27,20 @@ from explorers.tensors import language
 LEVELS = {1: "one op", 2: "two ops or an index", 3: "a composition"}
 REASONS = ("right", "refused", "error", "not_tensor", "shape", "dtype", "values", "copy")  # a grading's verdicts
 MAX_HINTS = 2  # the concept, then the first op
-KINDS = ("float", "positive", "int", "bool", "index", "lengths")
+KINDS = ("float", "positive", "probabilities", "int", "bool", "index", "lengths", "padding")
 
 
 @dataclass(frozen=True)
 class Input:
     name: str
     shape: tuple[str, ...]  # size names, or products of them ("H*D")
-    kind: str = "float"  # float, positive, int, bool, index (ints in [0, `of`)), lengths (ints in [1, `of`])
-    of: str = ""  # the size an index or a length is bounded by
+    # float, positive, probabilities (rows summing to 1), int, bool, index (ints in [0, `of`)), lengths (ints in
+    # [1, `of`]), padding (a bool mask True after each row's length, drawn in [1, `of`])
+    kind: str = "float"
+    of: str = ""  # the size an index, a length or a padding is bounded by
 
     def __post_init__(self) -> None:
-        assert self.kind in KINDS and bool(self.of) == (self.kind in ("index", "lengths")), self
+        assert self.kind in KINDS and bool(self.of) == (self.kind in ("index", "lengths", "padding")), self
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class Puzzle:
     source: str
     sizes: Mapping[str, tuple[int | str, int | str]] = field(default_factory=dict)  # name -> (low, high), in order
     view: bool = False  # the answer must share its input's memory (no copy)
+    also: tuple[str, ...] = ()  # other right answers a senior engineer would write, shown once solved
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -99,9 +102,9 @@ def _puzzles() -> tuple[Puzzle, ...]:
             "permute", "PyTorch docs, torch.transpose", {**SEQ, "C": (1, 6)},
         ),
         Puzzle(
-            "channels_last", 1, "Reorder images x from channels-first to channels-last.",
+            "channel_axis_last", 1, "Move the channel axis of the images x to the end.",
             (Input("x", ("B", "C", "H", "W")),), "(B, H, W, C)", "x.permute(0, 2, 3, 1)", "permute",
-            "PyTorch docs, torch.permute and the channels_last memory format",
+            "PyTorch docs, torch.permute (not the channels_last memory format, which keeps the shape)",
             {"B": (1, 3), "C": (1, 4), "H": (1, 5), "W": (1, 5)},
         ),
         Puzzle(
@@ -121,13 +124,13 @@ def _puzzles() -> tuple[Puzzle, ...]:
             {"N": (1, 7), "C": (1, 7)},
         ),
         Puzzle(
-            "one_hot", 1, "One-hot encode the labels y over C classes, as floats.",
+            "one_hot", 1, "One-hot encode the labels y over C classes, as float32.",
             (Input("y", ("N",), "index", "C"),), "(N, C)", "torch.nn.functional.one_hot(y, C).float()",
             "one_hot", "srush/Tensor-Puzzles, one_hot; PyTorch docs, torch.nn.functional.one_hot",
             {"N": (1, 8), "C": (1, 6)},
         ),
         Puzzle(
-            "causal_mask", 1, "A bool mask, True where query i may attend to key j, that is j <= i.", (),
+            "causal_mask", 1, "A bool mask, row i for query i and column j for key j, True where j <= i.", (),
             "(T, T)", "torch.tril(torch.ones(T, T, dtype=torch.bool))", "masks",
             "PyTorch docs, scaled_dot_product_attention (is_causal); karpathy/nanoGPT", {"T": (1, 9)},
         ),
@@ -143,13 +146,13 @@ def _puzzles() -> tuple[Puzzle, ...]:
         ),
         Puzzle(
             "mask_padded_scores", 1, "Set the scores s to -inf wherever pad is True.",
-            (Input("s", ("B", "T")), Input("pad", ("B", "T"), "bool")), "(B, T)",
+            (Input("s", ("B", "T")), Input("pad", ("B", "T"), "padding", "T")), "(B, T)",
             "s.masked_fill(pad, -torch.inf)", "masks",
             "PyTorch docs, Tensor.masked_fill (attention's key padding mask)", SEQ,
         ),
         Puzzle(
             "real_lengths", 1, "Count the real (not padded) positions in each row, given pad True at padding.",
-            (Input("pad", ("B", "T"), "bool"),), "(B,)", "(~pad).sum(dim=1)", "keepdim",
+            (Input("pad", ("B", "T"), "padding", "T"),), "(B,)", "(~pad).sum(dim=1)", "keepdim",
             "srush/Tensor-Puzzles, sequence_mask in reverse", SEQ,
         ),
         # --- level 2: two ops or an index ------------------------------------------------------
@@ -174,45 +177,50 @@ def _puzzles() -> tuple[Puzzle, ...]:
             "PyTorch docs, Tensor Views and torch.unflatten", {**SEQ, "C": (1, 5)}, view=True,
         ),
         Puzzle(
-            "broadcast_without_copy", 2, "Make x's single row T rows, sharing x's memory (no copy).",
+            "stretch_without_copy", 2, "Make x's single row T rows, sharing x's memory (no copy).",
             (Input("x", ("B", "1", "D")),), "(B, T, D)", "x.expand(-1, T, -1)", "expand_repeat",
             "PyTorch docs, Tensor.expand against Tensor.repeat", {**SEQ, "D": (1, 6)}, view=True,
+            also=("torch.broadcast_to(x, (B, T, D))", "x.expand(B, T, D)"),
         ),
         Puzzle(
-            "attention_scores", 2, "Scaled dot-product scores: each query q against each key k, divided by sqrt(D).",
-            (Input("q", ("B", "H", "T", "D")), Input("k", ("B", "H", "T", "D"))), "(B, H, T, T)",
+            "attention_scores", 2,
+            "Scaled dot-product scores, row t for query q[..., t, :] and column s for key k[..., s, :], over sqrt(D).",
+            (Input("q", ("B", "H", "T", "D")), Input("k", ("B", "H", "S", "D"))), "(B, H, T, S)",
             "q @ k.transpose(-2, -1) / D ** 0.5", "attention",
             "PyTorch docs, scaled_dot_product_attention; karpathy/nanoGPT",
-            {"B": (1, 3), "H": (1, 3), "T": (1, 6), "D": (1, 5)},
+            {"B": (1, 3), "H": (1, 3), "T": (1, 6), "S": (1, 6), "D": (1, 5)},
+            also=("torch.einsum('bhtd,bhsd->bhts', q, k) / D ** 0.5",),
         ),
         Puzzle(
-            "batched_matmul", 2, "Multiply each matrix a[i] by b[i].",
+            "batched_matmul", 1, "Multiply each matrix a[i] by b[i].",
             (Input("a", ("B", "N", "K")), Input("b", ("B", "K", "M"))), "(B, N, M)",
-            'torch.einsum("bnk,bkm->bnm", a, b)', "matmul", "PyTorch docs, torch.bmm and torch.einsum",
+            "a @ b", "matmul", "PyTorch docs, torch.bmm and torch.einsum",
             {"B": (1, 4), "N": (1, 5), "K": (1, 5), "M": (1, 5)},
+            also=("torch.bmm(a, b)", 'torch.einsum("bnk,bkm->bnm", a, b)'),
         ),
         Puzzle(
             "pairwise_distances", 2, "The Euclidean distance from every row of a to every row of b.",
             (Input("a", ("N", "D")), Input("b", ("M", "D"))), "(N, M)",
             "((a[:, None] - b[None]) ** 2).sum(-1).sqrt()", "broadcasting",
             "Deep-ML, pairwise distances; PyTorch docs, torch.cdist", {"N": (1, 6), "M": (1, 6), "D": (1, 5)},
+            also=("torch.cdist(a, b)",),
         ),
         Puzzle(
-            "relative_positions", 2, "The offset j - i of key j from query i, for every pair of positions.",
+            "relative_positions", 2, "Row i (a query), column j (a key): the offset j - i, for every pair of positions.",
             (), "(T, T)", "torch.arange(T) - torch.arange(T)[:, None]", "broadcasting",
             "srush/Tensor-Puzzles, outer; relative position biases (T5)", {"T": (1, 9)},
         ),
         Puzzle(
             "label_probability", 2, "Each row's probability at its own label y.",
-            (Input("p", ("N", "C"), "positive"), Input("y", ("N",), "index", "C")), "(N,)",
+            (Input("p", ("N", "C"), "probabilities"), Input("y", ("N",), "index", "C")), "(N,)",
             "p.gather(1, y[:, None])[:, 0]", "gather", "PyTorch docs, torch.gather (the likelihood in a loss)",
-            {"N": (1, 7), "C": (1, 7)},
+            {"N": (1, 7), "C": (1, 7)}, also=("p[torch.arange(N), y]",),
         ),
         Puzzle(
-            "embedding_lookup", 2, "The rows of the table e named by ids, in the order of ids.",
+            "embedding_lookup", 1, "The rows of the table e named by ids, in the order of ids.",
             (Input("e", ("V", "D")), Input("ids", ("N",), "index", "V")), "(N, D)", "e.index_select(0, ids)",
             "index_select", "PyTorch docs, torch.index_select and nn.Embedding",
-            {"V": (1, 7), "D": (1, 5), "N": (1, 7)},
+            {"V": (1, 7), "D": (1, 5), "N": (1, 7)}, also=("e[ids]",),
         ),
         Puzzle(
             "bin_sums", 2, "Sum the values v into K bins, value n going to bin idx[n].",
@@ -226,7 +234,7 @@ def _puzzles() -> tuple[Puzzle, ...]:
             "srush/Tensor-Puzzles, sequence_mask", SEQ,
         ),
         Puzzle(
-            "start_offsets", 2, "Where each sequence starts when all are packed end to end (the first at 0).",
+            "start_offsets", 2, "Where each sequence starts, as int64, when all are packed end to end (the first at 0).",
             (Input("n", ("B",), "lengths", "T"),), "(B,)", "n.cumsum(0) - n", "cumsum",
             "srush/Tensor-Puzzles, cumsum; packed sequences' offsets", {"B": (1, 8), "T": (1, 9)},
         ),
@@ -236,20 +244,21 @@ def _puzzles() -> tuple[Puzzle, ...]:
             "srush/Tensor-Puzzles, cumsum", {"N": (1, 9)},
         ),
         Puzzle(
-            "top_k_indices", 2, "The columns of each row's K largest values, largest first.",
+            "top_k_indices", 1, "The columns of each row's K largest values, largest first.",
             (Input("x", ("N", "C")),), "(N, K)", "x.topk(K, dim=1).indices", "topk",
             "PyTorch docs, torch.topk (top-k sampling, recall@k)", {"N": (1, 6), "C": (1, 7), "K": (1, "C")},
         ),
         Puzzle(
-            "sliding_windows", 2, "Every window of W consecutive values of x, one window per row.",
+            "sliding_windows", 1, "Every window of W consecutive values of x, one window per row.",
             (Input("x", ("N",)),), "(N-W+1, W)", "x.unfold(0, W, 1)", "unfold",
             "PyTorch docs, Tensor.unfold", {"N": (1, 9), "W": (1, "N")},
         ),
         Puzzle(
-            "shift_right", 2, "Shift the tokens t right by one, 0 entering first and the last token dropped.",
+            "shift_right", 2, "Shift the int64 tokens t right by one, 0 entering first and the last token dropped.",
             (Input("t", ("B", "T"), "index", "V"),), "(B, T)",
             "torch.cat([torch.zeros(B, 1, dtype=torch.long), t[:, :-1]], dim=1)", "cat_stack",
             "srush/Tensor-Puzzles, pad_to; a decoder's teacher-forcing inputs", {**SEQ, "V": (2, 9)},
+            also=("torch.nn.functional.pad(t, (1, 0))[:, :-1]",),
         ),
         # --- level 3: a composition ------------------------------------------------------------
         Puzzle(
@@ -258,7 +267,7 @@ def _puzzles() -> tuple[Puzzle, ...]:
             "Deep-ML, moving average; PyTorch docs, Tensor.unfold", {"B": (1, 4), "N": (1, 9), "W": (1, "N")},
         ),
         Puzzle(
-            "causal_scores", 3, "Set the scores s to -inf where a query would see a later key (j > i).",
+            "causal_scores", 3, "Set the scores s (row i a query, column j a key) to -inf where the key is later, j > i.",
             (Input("s", ("B", "T", "T")),), "(B, T, T)",
             "s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1), -torch.inf)",
             "masks", "karpathy/nanoGPT, CausalSelfAttention's masked_fill", SEQ,
@@ -273,19 +282,20 @@ def _puzzles() -> tuple[Puzzle, ...]:
             "last_real_token", 3, "Each sequence's state h at its last real position n[b] - 1.",
             (Input("h", ("B", "T", "C")), Input("n", ("B",), "lengths", "T")), "(B, C)",
             "h[torch.arange(B), n - 1]", "gather", "pooling a decoder's last token (GPT-style classifiers)",
-            {**SEQ, "C": (1, 5)},
+            {**SEQ, "C": (1, 5)}, also=("h.gather(1, (n - 1)[:, None, None].expand(-1, 1, C))[:, 0]",),
         ),
         Puzzle(
-            "keep_top_k", 3, "Keep each row's K largest values of x and set the rest to 0.",
+            "keep_top_k", 3, "Keep the values of each row of x at or above its K-th largest; set the rest to 0.",
             (Input("x", ("N", "C")),), "(N, C)", "torch.where(x >= x.topk(K, dim=1).values[:, -1:], x, 0.0)",
-            "topk", "top-k sampling's filter (Hugging Face's TopKLogitsWarper)",
+            "topk", "top-k sampling's filter (Hugging Face's TopKLogitsWarper, which fills with -inf, not 0)",
             {"N": (1, 6), "C": (1, 7), "K": (1, "C")},
         ),
         Puzzle(
             "cosine_similarity", 3, "The cosine similarity of every row of a with every row of b.",
             (Input("a", ("N", "D")), Input("b", ("M", "D"))), "(N, M)",
-            "(a / a.norm(dim=1, keepdim=True)) @ (b / b.norm(dim=1, keepdim=True)).T", "keepdim",
+            "torch.nn.functional.normalize(a, dim=1) @ torch.nn.functional.normalize(b, dim=1).T", "matmul",
             "Deep-ML, cosine similarity; CLIP's logits", {"N": (1, 6), "M": (1, 6), "D": (2, 5)},
+            also=("(a / a.norm(dim=1, keepdim=True)) @ (b / b.norm(dim=1, keepdim=True)).T",),
         ),
         Puzzle(
             "causal_attention", 3, "Causal attention: softmax over keys of the masked, scaled scores, times v.",
@@ -294,6 +304,7 @@ def _puzzles() -> tuple[Puzzle, ...]:
             "torch.triu(torch.ones(T, T, dtype=torch.bool), 1), -torch.inf), dim=-1) @ v",
             "attention", "PyTorch docs, scaled_dot_product_attention's reference code",
             {"B": (1, 3), "T": (1, 6), "D": (1, 5)},
+            also=("torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)",),
         ),
     )  # fmt: skip
 

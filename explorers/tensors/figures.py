@@ -16,11 +16,11 @@ from explorers.tensors.interpreter import Step
 
 RELATIONS = {  # relation -> (legend name, colour)
     "input": ("input", "#7f7f7f"),
-    "view": ("view (shared memory)", "#1f77b4"),
-    "same": ("view (shared memory)", "#1f77b4"),
+    "view": ("view", "#1f77b4"),  # shares its operand's memory
+    "same": ("view", "#1f77b4"),  # the operand itself
     "new": ("new tensor", "#ff7f0e"),
 }
-LABEL_CHARS = 28
+LABEL_CHARS = 18  # a phone's third of the width
 
 
 def step_label(number: int, step: Step) -> str:
@@ -33,7 +33,7 @@ def relation_words(step: Step) -> str:
         return "input"
     if step.relation == "new":
         return "new tensor"
-    return f"{'same tensor as' if step.relation == 'same' else 'view of'} {step.of}"
+    return f"{'the operand itself:' if step.relation == 'same' else 'view of'} {step.of}"
 
 
 def trace_figure(steps: list[Step] | tuple[Step, ...], title: str) -> go.Figure:
@@ -65,7 +65,12 @@ def trace_figure(steps: list[Step] | tuple[Step, ...], title: str) -> go.Figure:
     largest = max((math.prod(s.shape) for s in steps), default=1)
     chartroom.style(figure, title, height=160 + 34 * max(len(steps), 1))
     figure.update_layout(
-        xaxis={"title": "elements (log)", "type": "log", "range": [-0.2, math.log10(max(largest, 1)) + 0.9]},
+        xaxis={
+            "title": "elements (log)",
+            "type": "log",
+            "dtick": 1,  # 1, 10, 100: a phone has no room for 2 and 5
+            "range": [-0.2, math.log10(max(largest, 1)) + 0.9],
+        },  # fmt: skip
         yaxis={"autorange": "reversed", "type": "category", "categoryorder": "array", "categoryarray": labels},
         bargap=0.3,
     )

@@ -67,7 +67,7 @@ class Step:
         return self.relation in ("input", "same", "view")
 
     def describe(self) -> str:
-        how = {"input": "an input", "same": f"the same tensor as `{self.of}`", "view": f"a view of `{self.of}`"}
+        how = {"input": "an input", "same": f"`{self.of}` itself", "view": f"a view of `{self.of}`"}
         return (
             f"shape {tuple(self.shape)}, {self.dtype}, strides {tuple(self.strides)}, "
             f"{'contiguous' if self.contiguous else 'not contiguous'}, {how.get(self.relation, 'a new tensor')}"
@@ -340,6 +340,8 @@ class _Evaluator:
         tensors = [a for a in args if _is_tensor(a)]
         if name in ("matmul", "bmm") and len(tensors) >= 2:
             self.check_matmul(node, tensors[0], tensors[1])
+        elif name.endswith("scaled_dot_product_attention") and len(tensors) >= 2 and min(t.dim() for t in tensors) >= 2:
+            self.check_products(node, tensors[0].numel() * tensors[1].shape[-2])
         elif name == "cdist" and len(tensors) >= 2 and min(t.dim() for t in tensors) >= 2:
             a, b = tensors[:2]
             self.check_products(node, a.numel() // max(a.shape[-1], 1) * b.shape[-2] * a.shape[-1])

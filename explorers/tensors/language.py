@@ -100,6 +100,8 @@ FUNCTIONS: dict[str, tuple[str, ...]] = {
     "nn.functional.one_hot": ("num_classes",),
     "nn.functional.pad": ("pad", "value"),
     "nn.functional.softmax": ("dim",),
+    "nn.functional.normalize": ("p", "dim"),
+    "nn.functional.scaled_dot_product_attention": ("attn_mask", "is_causal", "scale"),
 }
 # <tensor>.<name> -> the keyword arguments it may be given
 METHODS: dict[str, tuple[str, ...]] = {

@@ -25,8 +25,9 @@ STATEMENTS: dict[str, Statement] = {
             "the front, stretches to the other's size. So an (N,) tensor against an (N, 1) one gives (N, N), "
             "with no error."
         ),
-        scope="elementwise operators and functions (+, -, *, /, comparisons, torch.where); matmul broadcasts its "
-        "leading (batch) dimensions only",
+        scope="out-of-place elementwise operators and functions (+, -, *, /, comparisons, torch.where); an in-place "
+        "op (y.sub_(p)) does not grow its output and raises instead; matmul broadcasts its leading (batch) "
+        "dimensions only",
         source=f"{DOCS}/notes/broadcasting.html",
     ),
     "keepdim": Statement(
@@ -34,7 +35,8 @@ STATEMENTS: dict[str, Statement] = {
             "A reduction over a dimension (sum, mean, amax, norm, argmax) removes it; `keepdim=True` keeps it with "
             "size 1, so the result broadcasts back against its input along the right axis."
         ),
-        scope="reductions given a dim; with no dim they reduce every dimension to a 0-d tensor",
+        scope="reductions given a dim; with no dim they reduce every dimension (to a 0-d tensor, or to all sizes 1 "
+        "with keepdim=True)",
         source=f"{DOCS}/generated/torch.sum.html (keepdim)",
     ),
     "view_reshape": Statement(
@@ -49,15 +51,17 @@ STATEMENTS: dict[str, Statement] = {
     "permute": Statement(
         text=(
             "`transpose` and `permute` reorder axes without copying: they return a view whose strides are "
-            "reordered, which is not contiguous once two axes of size above 1 trade places."
+            "reordered. Of a contiguous tensor, that view is not contiguous once two axes of size above 1 trade places."
         ),
-        scope="strided tensors; a view of size-1 axes may still count as contiguous",
+        scope="strided tensors; a view that moves size-1 axes may still count as contiguous, and transposing a "
+        "transposed tensor back can make it contiguous again",
         source=f"{DOCS}/generated/torch.permute.html and {DOCS}/tensor_view.html",
     ),
     "expand_repeat": Statement(
         text=(
-            "`expand` returns a view whose stretched dimensions have stride 0: nothing is copied, and writing "
-            "into it writes one element many times. `repeat` copies the data as many times as asked."
+            "`expand` returns a view whose stretched dimensions have stride 0: nothing is copied, and one element "
+            "of memory stands at many positions (most in-place ops, such as `add_`, refuse to write into it). "
+            "`repeat` copies the data as many times as asked."
         ),
         scope="expand stretches size-1 dimensions only (and adds new leading ones)",
         source=f"{DOCS}/generated/torch.Tensor.expand.html and {DOCS}/generated/torch.Tensor.repeat.html",
@@ -68,7 +72,8 @@ STATEMENTS: dict[str, Statement] = {
             "d is the index there: the result has `index`'s shape. Indexing with two index tensors, "
             "`x[rows, cols]`, pairs them element by element."
         ),
-        scope="index an int64 tensor with as many dimensions as x, each entry within x's size along d",
+        scope="index an integer tensor with as many dimensions as x, no larger than x along every dimension but d, "
+        "each entry within x's size along d",
         source=f"{DOCS}/generated/torch.gather.html and numpy's advanced indexing, which PyTorch follows",
     ),
     "index_select": Statement(
@@ -107,7 +112,7 @@ STATEMENTS: dict[str, Statement] = {
             "`torch.cat` joins tensors along a dimension they already have (their other sizes must match); "
             "`torch.stack` adds a new dimension (their shapes must match)."
         ),
-        scope="tensors of one dtype and device",
+        scope="tensors on one device; mixed dtypes are promoted (int64 with float32 gives float32)",
         source=f"{DOCS}/generated/torch.cat.html and {DOCS}/generated/torch.stack.html",
     ),
     "matmul": Statement(
@@ -223,9 +228,9 @@ def checked_line(expression: str, score: PuzzleScore | None) -> str:
 
 def trace_title(result: Verdict) -> str:
     if result.reason == "error":
-        return f"Shape trace up to PyTorch's error: {len(result.steps)} steps ran"
-    where = "the first input" if result.right else "the input it failed on"
-    return f"Shape trace on {where}: {len(result.steps)} steps"
+        return f"Shape trace: {len(result.steps)} steps, up to PyTorch's error"
+    where = "first input" if result.right else "failing input"
+    return f"Shape trace: {len(result.steps)} steps, {where}"
 
 
 def trace_rows(steps: tuple[Step, ...]) -> list[dict[str, object]]:
@@ -243,8 +248,11 @@ def trace_rows(steps: tuple[Step, ...]) -> list[dict[str, object]]:
     ]
 
 
-def reference_line(name: str) -> str:
-    return f"The lab's reference answer: {code_span(PUZZLES[name].reference)}"
+def reference_lines(name: str) -> list[str]:
+    """The lab's reference answer, and the other right answers a senior engineer would write."""
+    puzzle = PUZZLES[name]
+    also = ", ".join(code_span(a) for a in puzzle.also)
+    return [f"The lab's reference answer: {code_span(puzzle.reference)}", *([f"Also right: {also}"] if also else [])]
 
 
 def concept_hint(name: str) -> str:
@@ -254,6 +262,18 @@ def concept_hint(name: str) -> str:
 
 def op_hint(name: str) -> str:
     return f"**The first op:** start with `{PUZZLES[name].first_op}`."
+
+
+KIND_WORDS = {
+    "float": "float32",
+    "positive": "float32, > 0",
+    "probabilities": "float32, each row summing to 1",
+    "int": "int64",
+    "bool": "bool",
+    "index": "int64 in [0, {of})",
+    "lengths": "int64 in [1, {of}]",
+    "padding": "bool, True after each row's length (in [1, {of}])",
+}
 
 
 def symbols(shape: tuple[str, ...]) -> str:
@@ -268,9 +288,7 @@ def inputs_lines(name: str, sizes: dict[str, int]) -> list[str]:
     shapes = {spec.name: shape(spec.shape, sizes) for spec in puzzle.inputs}
     parts = []
     for spec in puzzle.inputs:
-        kind = {"bool": "bool", "index": f"int64 in [0, {spec.of})", "lengths": f"int64 in [1, {spec.of}]"}.get(
-            spec.kind, "float32" + (", > 0" if spec.kind == "positive" else "")
-        )
+        kind = KIND_WORDS[spec.kind].format(of=spec.of)
         parts.append(f"`{spec.name}`: {symbols(spec.shape)} = {shapes[spec.name]}, {kind}")
     sized = ", ".join(f"`{k}` = {v}" for k, v in sizes.items())
     return [*parts, *([f"sizes: {sized}"] if sized else []), f"wanted: a tensor of shape {puzzle.output}"]

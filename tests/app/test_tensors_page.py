@@ -80,7 +80,7 @@ def test_a_wrong_shape_names_both_shapes_and_the_input_and_the_trace_shows_every
 
 
 def test_a_copy_where_a_view_is_asked_is_named_with_the_step_that_copied():
-    at = open_page(PAGE, {"puzzle": "broadcast_without_copy"})
+    at = open_page(PAGE, {"puzzle": "stretch_without_copy"})
     check(at, "x.repeat(1, T, 1)")
     assert "a view that shares the input's memory" in at.error[0].value
     assert any("`x.repeat(1, T, 1)` made a new tensor" in m.value for m in at.markdown)

@@ -30,7 +30,7 @@ def _attention(q, k, v, D, T):
 PLAIN = {  # the task, written here in plain torch: (inputs and sizes) -> expected
     "residuals": lambda y, p, **_: y - p.squeeze(1),
     "swap_last_axes": lambda x, **_: x.permute(0, 2, 1),
-    "channels_last": lambda x, **_: x.contiguous(memory_format=torch.channels_last).permute(0, 2, 3, 1),
+    "channel_axis_last": lambda x, **_: x.contiguous(memory_format=torch.channels_last).permute(0, 2, 3, 1),
     "flatten_per_sample": lambda x, B, **_: x.reshape(B, -1),
     "row_sums_to_one": lambda x, **_: F.normalize(x, p=1, dim=1),
     "row_argmax": lambda x, **_: x.max(dim=1).indices,
@@ -44,7 +44,7 @@ PLAIN = {  # the task, written here in plain torch: (inputs and sizes) -> expect
     "merge_heads": lambda y, B, T, **_: y.permute(0, 2, 1, 3).flatten(2),
     "channel_major_rows": lambda x, **_: x.permute(0, 2, 1).flatten(1),
     "split_first_axis": lambda x, B, T, C, **_: x.view(B, T, C),
-    "broadcast_without_copy": lambda x, T, **_: torch.broadcast_to(x, (x.shape[0], T, x.shape[2])),
+    "stretch_without_copy": lambda x, T, **_: torch.broadcast_to(x, (x.shape[0], T, x.shape[2])),
     "attention_scores": lambda q, k, D, **_: torch.einsum("bhqd,bhkd->bhqk", q, k) / D**0.5,
     "batched_matmul": lambda a, b, **_: torch.bmm(a, b),
     "pairwise_distances": lambda a, b, **_: torch.cdist(a[None], b[None])[0],
@@ -70,7 +70,7 @@ PLAIN = {  # the task, written here in plain torch: (inputs and sizes) -> expect
 MISTAKES = {  # puzzle -> the common wrong answers, each with the reason the lab gives
     "residuals": [("y - p", "shape"), ("y - p.T", "shape"), ("(y - p).sum(1)", "values")],
     "swap_last_axes": [("x.view(B, C, T)", "values"), ("x.T", "shape"), ("x.transpose(0, 1)", "shape")],
-    "channels_last": [("x.view(B, H, W, C)", "values"), ("x.permute(0, 3, 1, 2)", "shape")],
+    "channel_axis_last": [("x.view(B, H, W, C)", "values"), ("x.permute(0, 3, 1, 2)", "shape")],
     "flatten_per_sample": [("x.view(B, -1)", "error"), ("x.flatten()", "shape")],
     "row_sums_to_one": [("x / x.sum(dim=1)", "error"), ("x / x.sum(dim=0)", "values"), ("x / x.sum()", "values")],
     "row_argmax": [("x.argmax()", "shape"), ("x.argmax(dim=0)", "shape"), ("x.max(dim=1).values", "dtype")],
@@ -92,15 +92,15 @@ MISTAKES = {  # puzzle -> the common wrong answers, each with the reason the lab
     "merge_heads": [("y.transpose(1, 2).view(B, T, H * D)", "error"), ("y.reshape(B, T, H * D)", "values")],
     "channel_major_rows": [("x.reshape(B, C * T)", "values"), ("x.transpose(1, 2).view(B, C * T)", "error")],
     "split_first_axis": [("x.view(T, B, C)", "shape"), ("x.reshape(B, T, C).clone()", "copy")],
-    "broadcast_without_copy": [
+    "stretch_without_copy": [
         ("x.repeat(1, T, 1)", "copy"),
         ("x.expand(B, T)", "error"),
         ("x.repeat(T, 1, 1)", "shape"),
     ],
     "attention_scores": [
         ("q @ k.transpose(-2, -1)", "values"),
-        ("q.transpose(-2, -1) @ k / D ** 0.5", "shape"),
-        ("k @ q.transpose(-2, -1) / D ** 0.5", "values"),
+        ("q.transpose(-2, -1) @ k / D ** 0.5", "error"),
+        ("k @ q.transpose(-2, -1) / D ** 0.5", "shape"),
     ],
     "batched_matmul": [
         ('torch.einsum("bnk,bkm->bmn", a, b)', "shape"),
@@ -193,6 +193,13 @@ def test_every_reference_passes_its_grader_on_100_inputs_and_agrees_with_plain_t
                 assert torch.equal(got, expected.to(got.dtype)), (seed, case.kind)
 
 
+@pytest.mark.parametrize("name", [n for n, p in PUZZLES.items() if p.also])
+def test_every_other_right_answer_the_lab_shows_passes_its_grader(name):
+    for expression in PUZZLES[name].also:
+        for seed in (0, 5, 999):
+            assert tensors.check(name, expression, seed).right, (expression, seed)
+
+
 def test_every_puzzle_has_two_or_more_common_mistakes_in_this_file():
     assert set(MISTAKES) == set(PUZZLES)
     assert all(len(wrong) >= 2 for wrong in MISTAKES.values())
@@ -259,6 +266,8 @@ def test_broadcasting_lines_shapes_from_the_right_and_n_against_n_by_1_gives_n_b
     with pytest.raises(RuntimeError):
         torch.ones(3) + torch.ones(2)
     assert (torch.ones(2, 3, 4) @ torch.ones(4, 5)).shape == (2, 3, 5)  # matmul: leading dims only
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        torch.ones(4).sub_(torch.ones(4, 1))  # in-place: out of the scope, and it raises
 
 
 @falsifies(STATEMENTS["keepdim"])
@@ -277,6 +286,7 @@ def test_a_reduction_removes_its_dim_and_keepdim_keeps_it_as_size_1():
             assert kept.shape[dim] == 1 and kept.dim() == 3
     assert torch.allclose((x / x.sum(1, keepdim=True)).sum(1), torch.ones(3, 5))
     assert x.sum().dim() == 0
+    assert x.sum(dim=None, keepdim=True).shape == (1, 1, 1) and x.argmax(keepdim=True).shape == (1, 1, 1)
 
 
 @falsifies(STATEMENTS["view_reshape"])
@@ -298,6 +308,8 @@ def test_transpose_and_permute_are_views_not_contiguous_once_two_large_axes_trad
     for y in (x.transpose(0, 2), x.permute(1, 2, 0), x.transpose(1, 2)):
         assert _shares(y, x) and not y.is_contiguous()
     assert torch.randn(1, 3).transpose(0, 1).is_contiguous()  # a size-1 axis: the scope says so
+    assert torch.randn(3, 4).T.contiguous().T.is_contiguous() is False
+    assert torch.randn(3, 4).T.T.is_contiguous()  # transposed back: contiguous again, as the scope says
 
 
 @falsifies(STATEMENTS["expand_repeat"])
@@ -310,6 +322,10 @@ def test_expand_has_stride_0_and_shares_memory_while_repeat_copies():
     assert not _shares(r, x) and r.untyped_storage().nbytes() == 15 * 4
     with pytest.raises(RuntimeError):
         torch.randn(3, 2).expand(3, 4)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        e.add_(1)
+    e[0, 0] = 7.0  # a write that does run shows at every position sharing the element
+    assert e[0].tolist() == [7.0] * 5
 
 
 @falsifies(STATEMENTS["gather"])
@@ -319,6 +335,8 @@ def test_gather_follows_its_index_shape_and_two_index_tensors_pair_up():
     g = x.gather(1, index)
     assert g.shape == index.shape
     assert all(g[i, j] == x[i, index[i, j]] for i in range(4) for j in range(3))
+    with pytest.raises(RuntimeError, match="no larger than self"):
+        x.gather(1, torch.zeros(5, 1, dtype=torch.long))  # index larger than x along dim 0: the scope says so
     rows, cols = torch.tensor([0, 2, 3]), torch.tensor([4, 1, 0])
     assert torch.equal(x[rows, cols], torch.stack([x[r, c] for r, c in zip(rows, cols, strict=True)]))
 
@@ -370,6 +388,7 @@ def test_cat_joins_an_existing_dim_and_stack_adds_one():
     with pytest.raises(RuntimeError):
         torch.stack([a, b])
     assert torch.stack([a, a], dim=1).shape == (3, 2, 4)
+    assert torch.cat([torch.zeros(3, 1, dtype=torch.long), a], dim=1).dtype == torch.float32  # promoted
 
 
 @falsifies(STATEMENTS["matmul"])

@@ -260,3 +260,27 @@ def test_memory_stays_flat_over_thousands_of_hostile_checks():
         assert round_ < 5 or rss_kib() - before < 40 * 1024, rss_kib() - before
     assert rss_kib() - before < 40 * 1024, f"RSS grew {(rss_kib() - before) / 1024:.0f} MiB"
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 4 * 1024 * 1024  # never near a bomb's gigabytes
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "torch.arange(3)",
+        "torch.zeros(2, 3)",
+        "torch.ones(2)",
+        "torch.full((2,), 1.0)",
+        "torch.eye(3)",
+        "torch.tensor([1, 2])",
+        "torch.zeros_like(x)",
+        "x.new_zeros(2)",
+    ],
+)
+def test_a_tensor_made_on_the_meta_run_is_made_on_the_meta_device(text):
+    """A CPU tensor beside meta ones can return garbage with no error (scatter_add into CPU zeros does): every
+    tensor the size check makes must be on the meta device."""
+    made = []
+    evaluator = interpreter._Evaluator(language.parse(text, NAMES), {"x": torch.empty(2, 3, device="meta")}, "meta")
+    original = evaluator.check
+    evaluator.check = lambda node, value: (made.append(value), original(node, value))
+    evaluator.evaluate()
+    assert all(t.device.type == "meta" for t in made if isinstance(t, torch.Tensor)), text

@@ -86,7 +86,7 @@ def test_an_error_keeps_pytorchs_message_and_the_trace_up_to_the_op_it_refused()
 
 def test_a_value_dependent_size_is_refused_with_why_and_a_shape_error_is_not():
     assert "depends on the tensor's values" in tensors.check("one_hot", "torch.nn.functional.one_hot(y)").message
-    shape_error = tensors.check("broadcast_without_copy", "x.expand(B, T)")
+    shape_error = tensors.check("stretch_without_copy", "x.expand(B, T)")
     assert shape_error.reason == "error" and "depends" not in shape_error.message
 
 
