@@ -206,7 +206,7 @@ def _puzzles() -> tuple[Puzzle, ...]:
             also=("torch.cdist(a, b)",),
         ),
         Puzzle(
-            "relative_positions", 2, "Row i (a query), column j (a key): the offset j - i, for every pair of positions.",
+            "relative_positions", 2, "Row i (a query), column j (a key): the offset j - i, for every pair.",
             (), "(T, T)", "torch.arange(T) - torch.arange(T)[:, None]", "broadcasting",
             "srush/Tensor-Puzzles, outer; relative position biases (T5)", {"T": (1, 9)},
         ),
@@ -234,7 +234,7 @@ def _puzzles() -> tuple[Puzzle, ...]:
             "srush/Tensor-Puzzles, sequence_mask", SEQ,
         ),
         Puzzle(
-            "start_offsets", 2, "Where each sequence starts, as int64, when all are packed end to end (the first at 0).",
+            "start_offsets", 2, "Where each sequence starts, as int64, packed end to end (the first at 0).",
             (Input("n", ("B",), "lengths", "T"),), "(B,)", "n.cumsum(0) - n", "cumsum",
             "srush/Tensor-Puzzles, cumsum; packed sequences' offsets", {"B": (1, 8), "T": (1, 9)},
         ),
@@ -267,7 +267,7 @@ def _puzzles() -> tuple[Puzzle, ...]:
             "Deep-ML, moving average; PyTorch docs, Tensor.unfold", {"B": (1, 4), "N": (1, 9), "W": (1, "N")},
         ),
         Puzzle(
-            "causal_scores", 3, "Set the scores s (row i a query, column j a key) to -inf where the key is later, j > i.",
+            "causal_scores", 3, "Set the scores s (row i a query, column j a key) to -inf where j > i.",
             (Input("s", ("B", "T", "T")),), "(B, T, T)",
             "s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1), -torch.inf)",
             "masks", "karpathy/nanoGPT, CausalSelfAttention's masked_fill", SEQ,

@@ -9,7 +9,7 @@ import pytest
 
 from tests.e2e.test_accessibility import serious_violations, settle_for_axe
 from tests.e2e.test_browser import FIGURE_SELECTORS, wait_for_app
-from tests.e2e.test_layout import SIDEWAYS, WINDOWS, window  # noqa: F401 (the fixture)
+from tests.e2e.test_layout import SIDEWAYS, WINDOWS, open_window
 
 pytestmark = pytest.mark.e2e
 
@@ -41,20 +41,24 @@ def test_on_a_phone_the_palette_builds_an_answer_by_tapping_and_check_draws_its_
         context.close()
 
 
-@pytest.mark.parametrize("window", list(WINDOWS), indirect=True)
-def test_a_checked_answer_reads_whole_with_its_trace_at_every_window(window, server_url, screenshots):
-    page, shape = window
-    page.goto(f"{server_url}/Tensor_drills?puzzle=merge_heads&seed=1&present={int(shape.present)}")
-    wait_for_app(page)
-    box = page.get_by_role("textbox", name="Your answer: one expression")
-    box.fill("y.transpose(1, 2).view(B, T, H * D)")
-    box.press("Enter")
-    page.wait_for_function("() => new URLSearchParams(location.search).has('answer')")
-    page.get_by_role("button", name="Check my answer").click()
-    page.locator(CHART).first.wait_for(state="visible", timeout=60_000)
-    assert page.get_by_text("PyTorch raised an error").count() == 1
-    settle_for_axe(page)
-    page.locator(CHART).first.scroll_into_view_if_needed()
-    page.screenshot(path=screenshots / f"tensors-checked-{shape.width}{'-presenting' if shape.present else ''}.png")
-    assert page.evaluate(SIDEWAYS) <= 1
-    assert not serious_violations(page)
+@pytest.mark.parametrize("name", list(WINDOWS))
+def test_a_checked_answer_reads_whole_with_its_trace_at_every_window(browser, server_url, screenshots, name):
+    shape = WINDOWS[name]
+    page = open_window(browser, shape, timeout_ms=45_000)
+    try:
+        page.goto(f"{server_url}/Tensor_drills?puzzle=merge_heads&seed=1&present={int(shape.present)}")
+        wait_for_app(page)
+        box = page.get_by_role("textbox", name="Your answer: one expression")
+        box.fill("y.transpose(1, 2).view(B, T, H * D)")
+        box.press("Enter")
+        page.wait_for_function("() => new URLSearchParams(location.search).has('answer')")
+        page.get_by_role("button", name="Check my answer").click()
+        page.locator(CHART).first.wait_for(state="visible", timeout=60_000)
+        assert page.get_by_text("PyTorch raised an error").count() == 1
+        settle_for_axe(page)
+        page.locator(CHART).first.scroll_into_view_if_needed()
+        page.screenshot(path=screenshots / f"tensors-checked-{name}.png")
+        assert page.evaluate(SIDEWAYS) <= 1
+        assert not serious_violations(page)
+    finally:
+        page.context.close()
