@@ -61,7 +61,7 @@ with stage:
         st.subheader(f"{label(puzzle.name)}: {LEVELS[puzzle.level]}")
         st.markdown(f"**{puzzle.task}**")
         st.markdown("\n".join(f"- {line}" for line in lesson.inputs_lines(puzzle.name, sizes)))
-    page.widget("answer", placeholder="e.g. x.transpose(1, 2)")
+    page.widget("answer", placeholder="one expression over the names above")
     palette.palette(page.key("answer"), puzzle.names)
     hints = puzzles.hints(puzzle.name, seed)
     left, right = st.columns(2)
