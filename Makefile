@@ -106,6 +106,7 @@ bench: browser
 	$(BIN)/python benchmarks/bench_ddp.py
 	$(BIN)/python benchmarks/bench_scale.py
 	$(BIN)/python benchmarks/bench_drills.py
+	$(BIN)/python benchmarks/bench_tensors.py
 	$(BIN)/python benchmarks/bench_progress.py
 	$(BIN)/python benchmarks/bench_first_visit.py
 

@@ -56,6 +56,7 @@ PAGES = [  # the URL path (with a query where the issue names one), and its targ
     ("Fix_the_loop", "2x"),
     ("Compile", "2x"),
     ("Precision", "2x"),
+    ("Tensor_drills", "2x"),  # no slider: its Check is timed by bench_tensors.py
     ("Profiler", "3s"),
     ("DDP", "3s"),
     ("Reproducibility", "3s"),
