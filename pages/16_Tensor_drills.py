@@ -81,11 +81,12 @@ settings = {"puzzle": puzzle.name, "seed": seed}
 if checked is None:
     st.caption(lesson.NOT_ANSWERED)
 else:
+    pending = st.session_state.pop(PENDING_KEY, False)  # a check that fails to run is not kept as an answer
     verdict = grading.refusal(puzzle, checked, seed) or runs.run(
         check_answer, CheckOptions(puzzle.name, checked, seed), label="Checking your answer on five inputs",
         timeout_s=15,
     )  # fmt: skip
-    if st.session_state.pop(PENDING_KEY, False):
+    if pending:
         puzzles.record(verdict)
         if verdict.right and timed is not None:
             st.rerun()  # the set's buttons, drawn above, tick this puzzle
