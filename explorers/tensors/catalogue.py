@@ -151,7 +151,8 @@ def _puzzles() -> tuple[Puzzle, ...]:
             "PyTorch docs, Tensor.masked_fill (attention's key padding mask)", SEQ,
         ),
         Puzzle(
-            "real_lengths", 1, "Count the real (not padded) positions in each row, given pad True at padding.",
+            "real_lengths", 1,
+            "Count, as int64, the real (not padded) positions in each row, given pad True at padding.",
             (Input("pad", ("B", "T"), "padding", "T"),), "(B,)", "(~pad).sum(dim=1)", "keepdim",
             "srush/Tensor-Puzzles, sequence_mask in reverse", SEQ,
         ),
@@ -206,7 +207,7 @@ def _puzzles() -> tuple[Puzzle, ...]:
             also=("torch.cdist(a, b)",),
         ),
         Puzzle(
-            "relative_positions", 2, "Row i (a query), column j (a key): the offset j - i, for every pair.",
+            "relative_positions", 2, "Row i (a query), column j (a key): the offset j - i as int64, for every pair.",
             (), "(T, T)", "torch.arange(T) - torch.arange(T)[:, None]", "broadcasting",
             "srush/Tensor-Puzzles, outer; relative position biases (T5)", {"T": (1, 9)},
         ),
@@ -244,7 +245,8 @@ def _puzzles() -> tuple[Puzzle, ...]:
             "srush/Tensor-Puzzles, cumsum", {"N": (1, 9)},
         ),
         Puzzle(
-            "top_k_indices", 1, "The columns of each row's K largest values, largest first.",
+            "top_k_indices", 1,
+            "The columns of each row's K largest values, largest first (a row's values are distinct).",
             (Input("x", ("N", "C")),), "(N, K)", "x.topk(K, dim=1).indices", "topk",
             "PyTorch docs, torch.topk (top-k sampling, recall@k)", {"N": (1, 6), "C": (1, 7), "K": (1, "C")},
         ),
@@ -285,7 +287,8 @@ def _puzzles() -> tuple[Puzzle, ...]:
             {**SEQ, "C": (1, 5)}, also=("h.gather(1, (n - 1)[:, None, None].expand(-1, 1, C))[:, 0]",),
         ),
         Puzzle(
-            "keep_top_k", 3, "Keep the values of each row of x at or above its K-th largest; set the rest to 0.",
+            "keep_top_k", 3,
+            "Keep the values of each row of x at or above its K-th largest (counting repeats); set the rest to 0.",
             (Input("x", ("N", "C")),), "(N, C)", "torch.where(x >= x.topk(K, dim=1).values[:, -1:], x, 0.0)",
             "topk", "top-k sampling's filter (Hugging Face's TopKLogitsWarper, which fills with -inf, not 0)",
             {"N": (1, 6), "C": (1, 7), "K": (1, "C")},
@@ -298,7 +301,8 @@ def _puzzles() -> tuple[Puzzle, ...]:
             also=("(a / a.norm(dim=1, keepdim=True)) @ (b / b.norm(dim=1, keepdim=True)).T",),
         ),
         Puzzle(
-            "causal_attention", 3, "Causal attention: softmax over keys of the masked, scaled scores, times v.",
+            "causal_attention", 3,
+            "Causal attention: softmax over keys of q k^T / sqrt(D), keys j > query i masked, times v.",
             (Input("q", ("B", "T", "D")), Input("k", ("B", "T", "D")), Input("v", ("B", "T", "D"))), "(B, T, D)",
             "torch.softmax((q @ k.transpose(1, 2) / D ** 0.5).masked_fill("
             "torch.triu(torch.ones(T, T, dtype=torch.bool), 1), -torch.inf), dim=-1) @ v",

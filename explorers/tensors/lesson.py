@@ -35,8 +35,8 @@ STATEMENTS: dict[str, Statement] = {
             "A reduction over a dimension (sum, mean, amax, norm, argmax) removes it; `keepdim=True` keeps it with "
             "size 1, so the result broadcasts back against its input along the right axis."
         ),
-        scope="reductions given a dim; with no dim they reduce every dimension (to a 0-d tensor, or to all sizes 1 "
-        "with keepdim=True)",
+        scope="reductions given a dim; with no dim they reduce to a 0-d tensor (dim=None with keepdim=True keeps "
+        "every dimension at size 1; sum and mean need dim=None written out for it)",
         source=f"{DOCS}/generated/torch.sum.html (keepdim)",
     ),
     "view_reshape": Statement(
@@ -53,27 +53,29 @@ STATEMENTS: dict[str, Statement] = {
             "`transpose` and `permute` reorder axes without copying: they return a view whose strides are "
             "reordered. Of a contiguous tensor, that view is not contiguous once two axes of size above 1 trade places."
         ),
-        scope="strided tensors; a view that moves size-1 axes may still count as contiguous, and transposing a "
-        "transposed tensor back can make it contiguous again",
+        scope="non-empty strided tensors (an empty tensor counts as contiguous); a view that moves size-1 axes "
+        "may still count as contiguous, and transposing a transposed tensor back can make it contiguous again",
         source=f"{DOCS}/generated/torch.permute.html and {DOCS}/tensor_view.html",
     ),
     "expand_repeat": Statement(
         text=(
             "`expand` returns a view whose stretched dimensions have stride 0: nothing is copied, and one element "
-            "of memory stands at many positions (most in-place ops, such as `add_`, refuse to write into it). "
+            "of memory stands at many positions (in-place arithmetic such as `add_` or `copy_` refuses to write into "
+            "it). "
             "`repeat` copies the data as many times as asked."
         ),
-        scope="expand stretches size-1 dimensions only (and adds new leading ones)",
+        scope="expand stretches size-1 dimensions only (and adds new leading ones); fill_, zero_, masked_fill_ and "
+        "item assignment do write into an expanded view, to every position that shares the element",
         source=f"{DOCS}/generated/torch.Tensor.expand.html and {DOCS}/generated/torch.Tensor.repeat.html",
     ),
     "gather": Statement(
         text=(
             "`x.gather(d, index)` picks, at every position of `index`, the element of `x` whose coordinate along "
             "d is the index there: the result has `index`'s shape. Indexing with two index tensors, "
-            "`x[rows, cols]`, pairs them element by element."
+            "`x[rows, cols]`, pairs them element by element (broadcast together first)."
         ),
-        scope="index an integer tensor with as many dimensions as x, no larger than x along every dimension but d, "
-        "each entry within x's size along d",
+        scope="index an int64 (or int32) tensor with as many dimensions as x, no larger than x along every "
+        "dimension but d, each entry within x's size along d",
         source=f"{DOCS}/generated/torch.gather.html and numpy's advanced indexing, which PyTorch follows",
     ),
     "index_select": Statement(
@@ -112,7 +114,8 @@ STATEMENTS: dict[str, Statement] = {
             "`torch.cat` joins tensors along a dimension they already have (their other sizes must match); "
             "`torch.stack` adds a new dimension (their shapes must match)."
         ),
-        scope="tensors on one device; mixed dtypes are promoted (int64 with float32 gives float32)",
+        scope="tensors on one device; mixed dtypes are promoted (int64 with float32 gives float32); cat skips a "
+        "1-D empty tensor of shape (0,) whatever the others' shapes",
         source=f"{DOCS}/generated/torch.cat.html and {DOCS}/generated/torch.stack.html",
     ),
     "matmul": Statement(

@@ -310,6 +310,7 @@ def test_transpose_and_permute_are_views_not_contiguous_once_two_large_axes_trad
     assert torch.randn(1, 3).transpose(0, 1).is_contiguous()  # a size-1 axis: the scope says so
     assert torch.randn(3, 4).T.contiguous().T.is_contiguous() is False
     assert torch.randn(3, 4).T.T.is_contiguous()  # transposed back: contiguous again, as the scope says
+    assert torch.randn(0, 2, 3).permute(0, 2, 1).is_contiguous()  # empty: out of the scope, as it says
 
 
 @falsifies(STATEMENTS["expand_repeat"])
@@ -324,6 +325,10 @@ def test_expand_has_stride_0_and_shares_memory_while_repeat_copies():
         torch.randn(3, 2).expand(3, 4)
     with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
         e.add_(1)
+    with pytest.raises(RuntimeError, match="more than one element"):
+        e.copy_(torch.randn(3, 5))
+    e.fill_(3.0)  # the scope's writes that run
+    assert x.flatten().tolist() == [3.0] * 3
     e[0, 0] = 7.0  # a write that does run shows at every position sharing the element
     assert e[0].tolist() == [7.0] * 5
 
@@ -339,6 +344,10 @@ def test_gather_follows_its_index_shape_and_two_index_tensors_pair_up():
         x.gather(1, torch.zeros(5, 1, dtype=torch.long))  # index larger than x along dim 0: the scope says so
     rows, cols = torch.tensor([0, 2, 3]), torch.tensor([4, 1, 0])
     assert torch.equal(x[rows, cols], torch.stack([x[r, c] for r, c in zip(rows, cols, strict=True)]))
+    assert x[rows[:2, None], cols].shape == (2, 3)  # broadcast together first
+    assert torch.equal(x.gather(1, index.int()), g)  # int32 indexes too
+    with pytest.raises(RuntimeError, match="int32"):
+        x.gather(1, index.to(torch.int16))
 
 
 @falsifies(STATEMENTS["index_select"])
@@ -389,6 +398,7 @@ def test_cat_joins_an_existing_dim_and_stack_adds_one():
         torch.stack([a, b])
     assert torch.stack([a, a], dim=1).shape == (3, 2, 4)
     assert torch.cat([torch.zeros(3, 1, dtype=torch.long), a], dim=1).dtype == torch.float32  # promoted
+    assert torch.cat([a, torch.zeros(0)]).shape == a.shape  # the 1-D empty tensor the scope names, skipped
 
 
 @falsifies(STATEMENTS["matmul"])
