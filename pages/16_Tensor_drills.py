@@ -2,23 +2,20 @@
 
 import streamlit as st
 
-from explorers.tensors import card, cases, grading, language, lesson
+from explorers.tensors import card, cases, grading, lesson
 from explorers.tensors import figures as charts
 from explorers.tensors.catalogue import DEFAULT_PUZZLE, LEVELS, MAX_HINTS, PUZZLES, label
 from explorers.tensors.experiment import SEED_RANGE, CheckOptions, check_answer
 from ui import figures, palette, practice, puzzles, runs
-from ui.fields import ChoiceField, IntField, TextField
+from ui.fields import ChoiceField, IntField
 from ui.frame import start_lab
 
-EVERY_NAME = sorted({name for p in PUZZLES.values() for name in p.names})
 # The link holds the puzzle (named by its task), the seed and the expression typed, so a study group can look at
-# one attempt; never the reference. The expression is checked by the language before the page shows it.
+# one attempt; never the reference.
 FIELDS = (
     ChoiceField("puzzle", DEFAULT_PUZZLE, tuple(PUZZLES), label="Puzzle", format=label),
     IntField("seed", 0, *SEED_RANGE, label="Seed", widget="number"),
-    TextField(
-        "answer", "", lambda raw: language.parse(raw, EVERY_NAME), label=lesson.ANSWER_LABEL, help=lesson.ANSWER_HELP
-    ),
+    puzzles.ANSWER,
 )
 CHECKED_KEY = "_tensor_checked"  # (puzzle, seed) -> the expression this session last checked
 PENDING_KEY = "_tensor_pending"  # a Check clicked and not yet recorded

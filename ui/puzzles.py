@@ -13,13 +13,21 @@ import streamlit as st
 
 from explorers.progress.history import PuzzleScore
 from explorers.progress.records import Record
-from explorers.tensors.catalogue import MAX_HINTS
+from explorers.tensors import language, lesson
+from explorers.tensors.catalogue import MAX_HINTS, PUZZLES
 from explorers.tensors.grading import Verdict
 from ui import progress
+from ui.fields import TextField
 
 PAGE = "pages/16_Tensor_drills.py"
 OPENED_KEY = "_puzzle_opened"
 HINTS_KEY = "_puzzle_hints"  # (puzzle, seed) -> hints shown this session
+EVERY_NAME = sorted({name for p in PUZZLES.values() for name in p.names})
+# The expression in the link: checked by the language (over every puzzle's names) before the page shows it; the
+# puzzle's own names are checked on Check.
+ANSWER = TextField(
+    "answer", "", lambda raw: language.parse(raw, EVERY_NAME), label=lesson.ANSWER_LABEL, help=lesson.ANSWER_HELP
+)
 
 
 def opened(name: str, seed: int) -> None:

@@ -89,3 +89,25 @@ def test_a_bad_link_to_a_page_without_controls_gets_a_notice_and_a_clean_address
         assert dict(at.query_params) == {}, page  # the bad values are gone from the address bar
     clean = open_page(mock.PAGE)
     assert not clean.warning
+
+
+def test_a_set_draws_a_tensor_transformation_beside_the_loop_drill_linked_at_its_seed_and_its_miss_reaches_day_7():
+    from explorers.tensors.catalogue import PUZZLES
+    from ui import puzzles
+
+    at = open_page(mock.PAGE)
+    name, seed = mock.tensor_question(at.session_state[mock.SEED_KEY])
+    assert PUZZLES[name].level >= 2
+    links = [link.proto for link in at.get("page_link") if link.proto.label.startswith("Tensor drills: ")]
+    assert [link.query_string for link in links] == [f"puzzle={name}&seed={seed}"]
+    assert any(mock.TENSOR_QUESTION in m.value for m in at.markdown)
+    assert any(link.proto.label.startswith("Fix the loop: ") for link in at.get("page_link"))  # beside it
+    at.switch_page(puzzles.PAGE)
+    at.query_params.update({"puzzle": name, "seed": str(seed), "answer": "torch.zeros(1)"})
+    at.run()
+    at.button(key="check").click().run()
+    assert at.error and not at.exception
+    at.switch_page(plan.PAGE).run()
+    weak = [link.proto for link in at.get("page_link") if link.proto.label.startswith("Tensor drills, ")]
+    assert [w.query_string for w in weak] == [f"puzzle={name}&seed={seed}"]
+    assert "first: shape" in weak[0].label and "not solved yet" in weak[0].label

@@ -208,6 +208,25 @@ def test_ten_thousand_generated_expressions_are_refused_or_computed_within_bound
     assert not beyond, " ".join(sorted(beyond))
 
 
+@pytest.mark.slow
+def test_two_thousand_generated_expressions_from_the_link_are_taken_or_refused_with_a_notice_in_time():
+    from ui.fields import read_query
+    from ui.puzzles import ANSWER
+
+    rng = random.Random(4848)
+    texts = [generate(rng) for _ in range(2_000)] + list(ESCAPES)
+    taken = 0
+    for text in texts:
+        started = time.perf_counter()
+        values, notices = read_query([ANSWER], {"answer": text})
+        assert time.perf_counter() - started < REFUSE_WITHIN_S, text
+        assert ("answer" in values) != bool(notices), text  # taken, or refused with one notice, never both
+        if notices:
+            assert "using the default" in notices[0] and "`answer`" in notices[0]
+        taken += "answer" in values
+    assert 200 < taken < len(texts) - 200  # the generator reaches both
+
+
 def test_no_text_typed_reaches_eval_exec_or_compile_to_code(monkeypatch):
     """ast.parse compiles to a tree (PyCF_ONLY_AST); any other compile, and every eval and exec, fails the test."""
     seen = []
