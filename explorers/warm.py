@@ -1,7 +1,6 @@
 """What a lab's first visit would pay in an engine worker, paid once when the server starts (ui/launch.py submits
-it to every worker): the labs' imports, a first tensor check (its meta-device run), the worker's own
-forkserver (DDP's ranks and the Profiler's DataLoader workers fork from it: explorers/forkserver.py) and
-Reproducibility's template interpreter.
+it to every worker): the labs' imports, the worker's own forkserver (DDP's ranks and the Profiler's DataLoader
+workers fork from it: explorers/forkserver.py) and Reproducibility's template interpreter.
 
     from explorers import engine, warm
     engine.default_engine().submit(warm.worker, 0).result()   # {"imports": 0.9, "forkserver": 1.8, ...}
@@ -39,11 +38,6 @@ def worker(index: int, report=None) -> dict[str, float]:
     for module in LAB_MODULES:
         importlib.import_module(module)
     took["imports"] = time.perf_counter() - started
-    from explorers import tensors
-
-    started = time.perf_counter()
-    tensors.check("residuals", "y - p")  # a first run on the meta device loads its kernels: 0.8 s on this VM
-    took["tensors"] = time.perf_counter() - started
     started = time.perf_counter()
     multiprocessing.forkserver.ensure_running()  # with the preload the engine set for its workers
     took["forkserver"] = time.perf_counter() - started
