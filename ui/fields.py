@@ -174,14 +174,15 @@ def read_query(fields: Sequence[Field], query: Mapping[str, str]) -> tuple[dict[
         field = by_name.get(key)
         if field is None:
             continue
-        default = field.encode(field.default) or "none"
+        encoded = field.encode(field.default)
+        default = f"`{encoded}`" if encoded else ("`none`" if isinstance(field, SequenceField) else "(empty)")
         if len(raw) > MAX_RAW_LENGTH:
-            notices.append(f"`{key}` in the link is too long ({len(raw):,} characters); using the default `{default}`.")
+            notices.append(f"`{key}` in the link is too long ({len(raw):,} characters); using the default {default}.")
             continue
         try:
             values[key] = field.parse(raw)
         except ValueError as error:
-            notices.append(f"{error}, not {quote(raw)}; using the default `{default}`.")
+            notices.append(f"{error}, not {quote(raw)}; using the default {default}.")
     if unknown:
         named = ", ".join(quote(k) for k in unknown[:MAX_NOTICES])
         more = f" and {len(unknown) - MAX_NOTICES} more" if len(unknown) > MAX_NOTICES else ""

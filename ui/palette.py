@@ -2,7 +2,10 @@
 
 Each button edits the same text the answer box holds, the way the parser will read it: a method goes
 on the end (the whole expression in parentheses when it is an operator's result), a torch function
-takes the expression as its first argument, an operator joins it to the argument typed. Undo steps back.
+takes the expression as its first argument, an operator joins the expression (E) and the arguments (A)
+in the order its label shows. Names and common arguments are tapped into the arguments once the
+expression has begun, so `y - p[:, 0]` is taps only: p, [...] index with ":, 0", then "A - E" with y.
+Undo steps back.
 """
 
 from __future__ import annotations
@@ -22,15 +25,20 @@ METHODS = (
 FUNCTIONS = (
     "cat", "stack", "where", "einsum", "arange", "zeros", "ones", "tril", "triu", "softmax", "nn.functional.one_hot",
 )  # fmt: skip
-OPERATORS = ("+", "-", "*", "/", "@", "**", "==", ">=", "<", "&", "|")
+OPERATORS = ("+", "-", "*", "/", "@", "**", "==", ">=", ">", "<", "<=", "&", "|")
+ORDERED = ("-", "/", "@", "**", ">=", ">", "<", "<=")  # offered both ways round: A - E as well as E - A
 PARTS = (
     *(f".{m}(…)" for m in METHODS),
     *(f"torch.{f}(…)" for f in FUNCTIONS),
     "[…] index",
-    *(f"{o} …" for o in OPERATORS),
+    *(f"E {o} A" for o in OPERATORS),
+    *(f"A {o} E" for o in ORDERED),
     ".T",
     "~ (not)",
 )
+ARGUMENTS = (":, 0", ":, None", "None", "0", "1", "-1", ":, :-1", "dim=-1", "dim=1", "keepdim=True",
+             "dtype=torch.bool", "-torch.inf")  # fmt: skip
+OPEN = ("(", "[", " ", ",")  # text ending so takes a name next
 
 
 def _undo_key(key: str) -> str:
@@ -73,8 +81,11 @@ def built(text: str, part: str, argument: str) -> str:
         return f"{_operand(text)}.T" if text else text
     if part == "~ (not)":
         return f"~{_operand(text)}" if text else text
-    operator = part.split(" ")[0]
-    return f"{_operand(text)} {operator} {argument}" if text else f"{operator} {argument}"
+    first, operator, second = part.split(" ")
+    if not text or not argument:
+        return ""
+    left, right = (_operand(text), _operand(argument)) if first == "E" else (_operand(argument), _operand(text))
+    return f"{left} {operator} {right}"
 
 
 def _add(key: str) -> None:
@@ -82,18 +93,36 @@ def _add(key: str) -> None:
     part = st.session_state[f"{key}-part"]
     changed = built(text, part, st.session_state.get(f"{key}-argument", ""))
     if not changed:
-        st.session_state[f"{key}-palette-note"] = "Start with a name: tap one above."
+        st.session_state[f"{key}-palette-note"] = (
+            "An operator joins E, your expression, and A, its arguments: give both first."
+            if part[0] in "EA" and part[1] == " "
+            else "Start with a name: tap one above."
+        )
         return
     _set(key, changed)
     st.session_state[f"{key}-argument"] = ""
 
 
 def _name(key: str) -> None:
+    """A name begins the expression, or goes into the arguments once the expression has begun."""
     chosen = st.session_state.get(f"{key}-name")
     if chosen:
         text = st.session_state.get(key, "")
-        _set(key, f"{text}{chosen}" if not text or text.endswith(("(", "[", " ", ",")) else f"{text}, {chosen}")
+        if not text or text.endswith(OPEN):
+            _set(key, f"{text}{chosen}")
+        else:
+            _argument(key, chosen)
     st.session_state[f"{key}-name"] = None
+
+
+def _argument(key: str, chosen: str | None = None) -> None:
+    chosen = chosen or st.session_state.get(f"{key}-common")
+    if chosen:
+        typed = st.session_state.get(f"{key}-argument", "").strip()
+        st.session_state[f"{key}-argument"] = (
+            f"{typed}{chosen}" if not typed or typed.endswith(OPEN) else f"{typed}, {chosen}"
+        )
+    st.session_state[f"{key}-common"] = None
 
 
 def _undo(key: str) -> None:
@@ -106,8 +135,9 @@ def palette(key: str, names: Sequence[str]) -> None:
     with st.expander("Palette: build the expression by tapping", icon=":material/touch_app:"):
         st.pills("Add a name", list(names), key=f"{key}-name", on_change=_name, args=(key,))
         left, right = st.columns(2)
-        left.selectbox("Op", PARTS, key=f"{key}-part")
+        left.selectbox("Op", PARTS, key=f"{key}-part", help="E: your expression so far. A: its arguments.")
         right.text_input("Its arguments", key=f"{key}-argument", max_chars=60, placeholder="e.g. 1, 2 or dim=-1")
+        st.pills("Add an argument", list(ARGUMENTS), key=f"{key}-common", on_change=_argument, args=(key,))
         buttons = st.columns(3)
         buttons[0].button("Add", key=f"{key}-add", on_click=_add, args=(key,), icon=":material/add:")
         buttons[1].button("Undo", key=f"{key}-undo-button", on_click=_undo, args=(key,), icon=":material/undo:")

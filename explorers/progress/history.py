@@ -125,7 +125,7 @@ class SetResult:
         words = f"{how}: {sum(self.solved)} of {len(self.drills)} solved in {minutes}:{seconds:02d}."
         unsolved = [label(d) for d, ok in zip(self.drills, self.solved, strict=True) if not ok]
         if unsolved:
-            words += " Not solved, and kept as such for Day 7: " + "; ".join(unsolved) + "."
+            words += " Not solved, so the study plan's day 7 lists them: " + "; ".join(unsolved) + "."
         return words
 
 

@@ -24,7 +24,8 @@ LABEL_CHARS = 18  # a phone's third of the width
 
 
 def step_label(number: int, step: Step) -> str:
-    text = step.text if len(step.text) <= LABEL_CHARS else step.text[: LABEL_CHARS - 1] + "…"
+    """The step's number and the end of its text, where its own op is (`….tril()`): the start is the step before's."""
+    text = step.text if len(step.text) <= LABEL_CHARS else "…" + step.text[-(LABEL_CHARS - 1) :]
     return f"{number}. {text}"
 
 

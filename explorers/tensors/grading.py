@@ -55,9 +55,13 @@ def reference(name: str) -> language.Expression:
 def _small(tensor: torch.Tensor) -> list | None:
     if tensor.numel() > SMALL:
         return None
-    if tensor.is_floating_point():
-        return torch.round(tensor.detach(), decimals=3).tolist()
+    if tensor.is_floating_point():  # 3 decimals, as Python writes them (a float32's 1.035 is 1.034999966...)
+        return _rounded(tensor.detach().double().tolist())
     return tensor.tolist()
+
+
+def _rounded(values):
+    return [_rounded(v) for v in values] if isinstance(values, list) else round(values, 3)
 
 
 def _same_values(actual: torch.Tensor, expected: torch.Tensor) -> bool:

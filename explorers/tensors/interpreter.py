@@ -61,6 +61,7 @@ class Step:
     contiguous: bool
     relation: str  # "input", "same", "view" or "new"
     of: str  # the operand it is the same tensor as or a view of ("" for input and new)
+    stretched: bool = False  # an elementwise op whose result broadcasting made larger than each of its operands
 
     @property
     def shares_input_storage(self) -> bool:
@@ -180,9 +181,13 @@ class _Evaluator:
                 f"the expression's tensors would hold {self.total:,} elements together; at most {MAX_TOTAL:,}"
             )
 
-    def record(self, node: ast.expr, depth: int, value: Any, operands: list[tuple[str, Any]]) -> Any:
+    def record(
+        self, node: ast.expr, depth: int, value: Any, operands: list[tuple[str, Any]], elementwise: bool = False
+    ) -> Any:
         if self.meta or not _is_tensor(value):
             return value
+        sizes = [t.numel() for _, operand in operands for t in _tensors(operand)]
+        stretched = elementwise and len(sizes) >= 2 and value.numel() > max(sizes)
         relation, of = "new", ""
         self.witnesses.append((value, [t for _, operand in operands for t in _tensors(operand)]))
         for text, operand in operands:
@@ -205,7 +210,8 @@ class _Evaluator:
                 value.is_contiguous(),
                 relation,
                 of,
-            )  # fmt: skip
+                stretched,
+            )
         )
         return value
 
@@ -272,15 +278,15 @@ class _Evaluator:
                 raise Refused(f"`{self.part(node)}` makes a sequence longer than {MAX_SEQUENCE}")
         if symbol == "@" and _is_tensor(left) and _is_tensor(right):
             self.check_matmul(node, left, right)
-        return self.record(
-            node, depth, _OPERATORS[symbol](left, right), self.operands((node.left, left), (node.right, right))
-        )
+        operands = self.operands((node.left, left), (node.right, right))
+        return self.record(node, depth, _OPERATORS[symbol](left, right), operands, elementwise=symbol != "@")
 
     def visit_Compare(self, node: ast.Compare, depth: int) -> Any:
         left = self.visit(node.left, depth + 1)
         right = self.visit(node.comparators[0], depth + 1)
         result = _OPERATORS[COMPARE[type(node.ops[0])]](left, right)
-        return self.record(node, depth, result, self.operands((node.left, left), (node.comparators[0], right)))
+        operands = self.operands((node.left, left), (node.comparators[0], right))
+        return self.record(node, depth, result, operands, elementwise=True)
 
     def visit_Attribute(self, node: ast.Attribute, depth: int) -> Any:
         path = torch_path(node)
@@ -321,7 +327,8 @@ class _Evaluator:
         if path in CREATION:
             kwargs["device"] = self.device
         self.check_work(node, name, args)
-        return self.record(node, depth, function(*args, **kwargs), operands)
+        elementwise = name in ("where", "maximum", "minimum", "logical_and", "logical_or", "masked_fill")
+        return self.record(node, depth, function(*args, **kwargs), operands, elementwise=elementwise)
 
     # --- bounds on work ---------------------------------------------------------------------------
 

@@ -358,7 +358,8 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         if not isinstance(node.func, ast.Attribute):
-            self.refuse(node.func, "a call is torch.<function>(...) or <tensor>.<method>(...)")
+            instead = " (infinity is written torch.inf)" if getattr(node.func, "id", "") == "float" else ""
+            self.refuse(node.func, f"a call is torch.<function>(...) or <tensor>.<method>(...){instead}")
         if node.func.attr.startswith("_"):
             self.refuse(node.func, "a name starting with _ is not in the tensor language")
         path = torch_path(node.func)

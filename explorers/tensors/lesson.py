@@ -178,9 +178,12 @@ VERDICT_TITLE = "Your answer, checked"
 LANGUAGE_TITLE = "The tensor language"
 ANSWER_LABEL = "Your answer: one expression"
 ANSWER_HELP = (
-    "Python's expression syntax, read and checked by this lab, then run by its own interpreter (nothing you type "
-    "is executed as Python). Names: the inputs and sizes listed, and torch. The Language panel lists the ops."
+    f"Python's expression syntax, at most {language.MAX_CHARS} characters, read and checked by this lab, then run "
+    "by its own interpreter (nothing you type is executed as Python). Names: the inputs and sizes listed, and "
+    "torch. The tensor language panel lists the ops. Press Enter to keep it, then Check."
 )
+ANSWER_PLACEHOLDER = f"one expression over the names above, at most {language.MAX_CHARS} characters"
+HINT_BUTTON, NO_MORE_HINTS = "Show a hint (it counts)", "No more hints: both are shown"
 NOT_ANSWERED = "Type an expression, or build one with the palette, then Check."
 REASON_WORDS = {
     "refused": "not in the tensor language",
@@ -221,11 +224,14 @@ def hints(name: str) -> list[str]:
     return [concept_hint(name), op_hint(name)]
 
 
-def checked_line(expression: str, score: PuzzleScore | None) -> str:
+def checked_line(expression: str, score: PuzzleScore | None, from_link: bool = False) -> str:
+    """The expression checked and the puzzle's tally on this seed."""
+    if from_link:
+        return f"Checked: {code_span(expression)} (opened from a link: not scored as your answer)"
     tally = ""
     if score is not None:
-        tally = f" ({score.attempts} check{'s' * (score.attempts != 1)} and {score.hints} hint"
-        tally += f"{'s' * (score.hints != 1)} on this puzzle and seed{', solved' if score.solved else ''})"
+        checks = f"{score.attempts} check{'s' * (score.attempts != 1)}, {score.hints} hint{'s' * (score.hints != 1)}"
+        tally = f" (solved in {checks}; checks after that are not scored)" if score.solved else f" ({checks} so far)"
     return f"Checked: {code_span(expression)}{tally}"
 
 
@@ -237,15 +243,16 @@ def trace_title(result: Verdict) -> str:
 
 
 def trace_rows(steps: tuple[Step, ...]) -> list[dict[str, object]]:
+    """The trace as a table, what a phone shows first leftmost: the step, its shape and its memory."""
     return [
         {
             "step": number,
             "expression": step.text,
             "shape": str(tuple(step.shape)),
-            "dtype": step.dtype,
-            "strides": str(tuple(step.strides)),
-            "contiguous": "yes" if step.contiguous else "no",
             "memory": relation_words(step),
+            "contiguous": "yes" if step.contiguous else "no",
+            "strides": str(tuple(step.strides)),
+            "dtype": step.dtype,
         }
         for number, step in enumerate(steps, 1)
     ]
@@ -318,11 +325,8 @@ def _verdict(result: Verdict) -> str:
     if result.reason == "not_tensor":
         return f"{where}the answer is {code_span(result.message)}, not a tensor of shape {result.expected_shape}."
     if result.reason == "shape":
-        more = (
-            " It has more elements than expected: did a size-1 axis broadcast against another?"
-            if _elements(result.actual_shape) > _elements(result.expected_shape)
-            else ""
-        )
+        stretched = next((s for s in result.steps if s.stretched), None)
+        more = f" Broadcasting made {code_span(stretched.text)} {stretched.shape}." if stretched else ""
         return f"{where}shape {result.actual_shape}, where {result.expected_shape} is expected.{more}"
     if result.reason == "dtype":
         return f"{where}dtype {result.actual_dtype}, where {result.expected_dtype} is expected; the shape is right."
@@ -332,13 +336,6 @@ def _verdict(result: Verdict) -> str:
             "The trace marks where the copy was made."
         )
     return f"{where}the right shape and dtype, different values. The first difference: index {result.difference}."
-
-
-def _elements(shape: tuple[int, ...] | None) -> int:
-    count = 1
-    for size in shape or ():
-        count *= size
-    return count
 
 
 def values_lines(result: Verdict) -> list[str]:

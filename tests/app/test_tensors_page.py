@@ -27,6 +27,14 @@ def shown(at) -> str:
     return " ".join(m.value for m in at.markdown)
 
 
+def puzzle_scores(at):
+    """The learner's puzzle scores, from the records this session holds (as the store has them)."""
+    from explorers.progress.history import History
+    from ui import progress
+
+    return list(History(at.session_state[progress.RECORDS_KEY]).puzzle_scores().values())
+
+
 def trace_names(at) -> list[str]:
     return [bar["y"][0] for bar in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]]
 
@@ -101,27 +109,35 @@ def test_hints_come_in_order_count_in_the_score_and_stop_at_two(lab):
     assert len(lab.info) == 2 and "The first op" in lab.info[1].value
     assert lab.button(key="hint").disabled
     check(lab, PUZZLES[DEFAULT_PUZZLE].reference)
-    assert f"{MAX_HINTS} hints on this puzzle" in " ".join(c.value for c in lab.caption)
+    assert f"solved in 1 check, {MAX_HINTS} hints" in " ".join(c.value for c in lab.caption)
+    assert lab.button(key="hint").label == lesson.NO_MORE_HINTS
 
 
-def test_the_palette_builds_the_expression_a_tap_at_a_time_and_undo_steps_back(lab):
+def test_the_palette_builds_a_right_answer_by_taps_alone_and_undo_steps_back(lab):
     answer = key("answer")
-    lab.pills(key=f"{answer}-name").set_value("p").run()
+    lab.pills(key=f"{answer}-name").set_value("p").run()  # the expression begins
     lab.selectbox(key=f"{answer}-part").set_value("[…] index").run()
-    lab.text_input(key=f"{answer}-argument").set_value(":, 0").run()
+    lab.pills(key=f"{answer}-common").set_value(":, 0").run()  # an argument, tapped
+    assert lab.text_input(key=f"{answer}-argument").value == ":, 0"
     lab.button(key=f"{answer}-add").click().run()
     assert lab.text_input(key=answer).value == "p[:, 0]"
-    lab.selectbox(key=f"{answer}-part").set_value("- …").run()
-    lab.text_input(key=f"{answer}-argument").set_value("y").run()
+    lab.pills(key=f"{answer}-name").set_value("y").run()  # once begun, a name goes into the arguments
+    assert lab.text_input(key=f"{answer}-argument").value == "y"
+    lab.selectbox(key=f"{answer}-part").set_value("A - E").run()
     lab.button(key=f"{answer}-add").click().run()
-    assert lab.text_input(key=answer).value == "p[:, 0] - y"
+    assert lab.text_input(key=answer).value == "y - p[:, 0]"
     lab.selectbox(key=f"{answer}-part").set_value(".sum(…)").run()
     lab.button(key=f"{answer}-add").click().run()
-    assert lab.text_input(key=answer).value == "(p[:, 0] - y).sum()"
+    assert lab.text_input(key=answer).value == "(y - p[:, 0]).sum()"
     lab.button(key=f"{answer}-undo-button").click().run()
-    assert lab.text_input(key=answer).value == "p[:, 0] - y"
+    assert lab.text_input(key=answer).value == "y - p[:, 0]"
+    lab.button(key="check").click().run()
+    assert lab.success  # built by taps alone, and right
     lab.button(key=f"{answer}-clear").click().run()
     assert lab.text_input(key=answer).value == ""
+    lab.selectbox(key=f"{answer}-part").set_value("E - A").run()
+    lab.button(key=f"{answer}-add").click().run()
+    assert "give both first" in " ".join(c.value for c in lab.caption)
 
 
 def test_the_puzzle_and_the_seed_reach_the_task_and_the_link_and_a_new_puzzle_clears_the_answer(lab):
@@ -145,11 +161,14 @@ def test_a_hostile_expression_in_the_link_gets_a_notice_and_an_empty_answer(raw)
     assert at.text_input(key=key("answer")).value == ""
 
 
-def test_an_expression_in_the_link_is_shown_as_text_and_checked_on_request():
+def test_a_link_with_an_expression_shows_it_as_text_with_its_verdict_and_scores_it_only_when_checked():
     at = open_page(PAGE, {"puzzle": "residuals", "answer": "y - p[:, 0]"})
-    assert at.text_input(key=key("answer")).value == "y - p[:, 0]" and not at.success
+    assert at.text_input(key=key("answer")).value == "y - p[:, 0]" and at.success  # a study group sees the verdict
+    assert "opened from a link: not scored" in " ".join(c.value for c in at.caption)
+    assert not puzzle_scores(at)
     at.button(key="check").click().run()
-    assert at.success
+    assert at.success and "solved in 1 check, 0 hints" in " ".join(c.value for c in at.caption)
+    assert [(s.puzzle, s.solved) for s in puzzle_scores(at)] == [("residuals", True)]
 
 
 def test_a_timed_set_of_five_puzzles_opens_each_by_number_and_its_result_is_kept(lab):

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.e2e
 CHART = FIGURE_SELECTORS["chart"]
 
 
-def test_on_a_phone_the_palette_builds_an_answer_by_tapping_and_check_draws_its_trace(browser, server_url):
+def test_on_a_phone_the_palette_builds_an_answer_by_tapping_alone_and_check_draws_its_trace(browser, server_url):
     context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     page = context.new_page()
     try:
@@ -30,8 +30,8 @@ def test_on_a_phone_the_palette_builds_an_answer_by_tapping_and_check_draws_its_
         op.press_sequentially("index", delay=50)  # typed to filter the list, as a phone's keyboard would
         page.get_by_role("option", name=re.compile(r"\] index$")).click(timeout=60_000)
         page.wait_for_function("() => !document.querySelector('[role=listbox]')")  # the choice is taken
-        page.get_by_role("textbox", name="Its arguments").fill(":, 0")
-        page.get_by_role("textbox", name="Its arguments").press("Enter")
+        page.locator("[data-testid='stButtonGroup'] button", has_text=re.compile(r"^:, 0$")).click()
+        page.wait_for_function("() => [...document.querySelectorAll('input')].some(i => i.value === ':, 0')")
         page.get_by_role("button", name="Add", exact=True).click()
         page.wait_for_function("() => new URLSearchParams(location.search).get('answer') === 'p[:, 0]'")
         page.get_by_role("button", name="Check my answer").click()

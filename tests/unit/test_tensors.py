@@ -70,7 +70,9 @@ def test_a_verdict_names_the_input_the_shapes_and_the_first_difference():
     blowup = tensors.check("residuals", "y - p")
     n = cases.shown_sizes(PUZZLES["residuals"], 0)["N"]
     assert (blowup.actual_shape, blowup.expected_shape) == ((n, n), (n,))
-    assert "did a size-1 axis broadcast" in lesson.verdict(blowup)
+    assert f"Broadcasting made `y - p` {(n, n)}." in lesson.verdict(blowup)
+    assert "Broadcasting" not in lesson.verdict(tensors.check("residuals", "torch.ones(10) * 2"))  # none here
+    assert lesson.values_lines(tensors.check("residuals", "y * 0 + 1.035"))[1].count("1.035") == n  # as written
     dtype = tensors.check("causal_mask", "torch.tril(torch.ones(T, T))")
     assert "dtype float32, where bool is expected" in lesson.verdict(dtype)
     right = tensors.check("residuals", "y - p.squeeze(1)")
@@ -120,7 +122,10 @@ def test_hints_are_the_concept_then_the_first_op_of_the_reference():
         ("x", "torch.cat(…)", "dim=1", "torch.cat(x, dim=1)"),
         ("", "torch.arange(…)", "T", "torch.arange(T)"),
         ("x", "[…] index", "", "x[:]"),
-        ("x.sum(1)", "/ …", "N", "x.sum(1) / N"),
+        ("x.sum(1)", "E / A", "N", "x.sum(1) / N"),
+        ("p[:, 0]", "A - E", "y", "y - p[:, 0]"),
+        ("a + b", "E * A", "c - d", "(a + b) * (c - d)"),
+        ("x", "E - A", "", ""),
         ("a > b", "~ (not)", "", "~(a > b)"),
         ("x", ".T", "", "x.T"),
         ("", ".view(…)", "1", ""),
