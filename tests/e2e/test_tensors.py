@@ -9,7 +9,7 @@ import pytest
 
 from tests.e2e.test_accessibility import serious_violations, settle_for_axe
 from tests.e2e.test_browser import FIGURE_SELECTORS, wait_for_app
-from tests.e2e.test_layout import SIDEWAYS, WINDOWS, open_window
+from tests.e2e.test_layout import SIDEWAYS, WINDOWS, chart_problems, open_window, settled_charts
 
 pytestmark = pytest.mark.e2e
 
@@ -61,5 +61,14 @@ def test_a_checked_answer_reads_whole_with_its_trace_at_every_window(browser, se
         page.screenshot(path=screenshots / f"tensors-checked-{name}.png")
         assert page.evaluate(SIDEWAYS) <= 1
         assert not serious_violations(page)
+        assert not [problem for chart in settled_charts(page) for problem in chart_problems(chart)]
+        # a trace of new tensors alone: its legend has one entry, which once printed over the caption
+        box.fill("y.reshape(B, T, H * D) + 0")
+        box.press("Enter")
+        page.wait_for_function("() => new URLSearchParams(location.search).get('answer').endsWith('+ 0')")
+        page.get_by_role("button", name="Check my answer").click()
+        page.get_by_text("Checked: y.reshape(B, T, H * D) + 0").wait_for(timeout=60_000)
+        settle_for_axe(page)
+        assert not [problem for chart in settled_charts(page) for problem in chart_problems(chart)]
     finally:
         page.context.close()
