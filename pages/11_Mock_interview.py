@@ -31,27 +31,27 @@ for number, asked in enumerate(mock.current_set(), 1):
         if saved:
             st.caption(mock.saved_words(saved))
 
-with st.container(border=True, key="mock-coding"):
-    drill_name, drill_seed = mock.current_coding_question()
-    st.markdown(f"**Coding question.** {mock.CODING_QUESTION}")
-    st.page_link(
-        practice.PAGE,
-        label=f"Fix the loop: {label(drill_name)} (seed {drill_seed})",
-        icon=":material/build:",
-        query_params={"drill": DRILLS[drill_name].link_id, "seed": str(drill_seed)},
-    )
-    drill.timer(presenting())
 
-with st.container(border=True, key="mock-tensor"):
-    puzzle_name, puzzle_seed = mock.current_tensor_question()
-    st.markdown(f"**Tensor transformation.** {mock.TENSOR_QUESTION}")
-    st.page_link(
-        puzzles.PAGE,
-        label=f"Tensor drills: {puzzle_label(puzzle_name)} (seed {puzzle_seed})",
-        icon=":material/view_in_ar:",
-        query_params={"puzzle": puzzle_name, "seed": str(puzzle_seed)},
-    )
-    drill.timer(presenting())
+def practice_question(key: str, heading: str, page: str, label: str, icon: str, query: dict[str, str]) -> None:
+    """A set's coding question: what the interviewer asks, the drill that practises it at its seed, a timer."""
+    with st.container(border=True, key=key):
+        st.markdown(heading)
+        st.page_link(page, label=label, icon=icon, query_params=query)
+        drill.timer(presenting())
+
+
+drill_name, drill_seed = mock.current_coding_question()
+practice_question(
+    "mock-coding", f"**Coding question.** {mock.CODING_QUESTION}", practice.PAGE,
+    f"Fix the loop: {label(drill_name)} (seed {drill_seed})", ":material/build:",
+    {"drill": DRILLS[drill_name].link_id, "seed": str(drill_seed)},
+)  # fmt: skip
+puzzle_name, puzzle_seed = mock.current_tensor_question()
+practice_question(
+    "mock-tensor", f"**Tensor transformation.** {mock.TENSOR_QUESTION}", puzzles.PAGE,
+    f"Tensor drills: {puzzle_label(puzzle_name)} (seed {puzzle_seed})", ":material/view_in_ar:",
+    {"puzzle": puzzle_name, "seed": str(puzzle_seed)},
+)  # fmt: skip
 
 st.page_link(plan.PAGE, label="Day 7 of the study plan: your weakest answers", icon=":material/event_note:")
 st.caption(progress.where_line())

@@ -71,22 +71,23 @@ def tensor_question(seed: int) -> tuple[str, int]:
     return rng.choice(sorted(name for name, p in PUZZLES.items() if p.level >= 2)), rng.randrange(100)
 
 
-def current_tensor_question() -> tuple[str, int]:
+def set_seed() -> int:
+    """This session's set: drawn on first use, kept until "New set of questions"."""
     if SEED_KEY not in st.session_state:
         new_set()
-    return tensor_question(st.session_state[SEED_KEY])
+    return st.session_state[SEED_KEY]
+
+
+def current_tensor_question() -> tuple[str, int]:
+    return tensor_question(set_seed())
 
 
 def current_coding_question() -> tuple[str, int]:
-    if SEED_KEY not in st.session_state:
-        new_set()
-    return coding_question(st.session_state[SEED_KEY])
+    return coding_question(set_seed())
 
 
 def current_set() -> list[Asked]:
-    if SEED_KEY not in st.session_state:
-        new_set()
-    return draw(st.session_state[SEED_KEY])
+    return draw(set_seed())
 
 
 def new_set() -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from explorers.drills.catalogue import DRILLS
 from explorers.drills.catalogue import label as drill_label
 from explorers.progress.records import Record
-from explorers.tensors.catalogue import MAX_HINTS, PUZZLES
+from explorers.tensors.catalogue import MAX_HINTS, PUZZLES, REASON_WORDS
 from explorers.tensors.catalogue import label as puzzle_label
 from explorers.wording import count
 
@@ -88,7 +88,7 @@ class PuzzleScore:
         checks = f"{self.attempts} check{'s' * (self.attempts != 1)}"
         hints = f"{self.hints} hint{'s' * (self.hints != 1)}"
         done = f"solved in {self.seconds:.0f} s" if self.seconds is not None else "not solved yet"
-        first = "right first" if self.first_reason == "right" else f"first: {self.first_reason.replace('_', ' ')}"
+        first = "right first" if self.first_reason == "right" else f"first: {REASON_WORDS[self.first_reason]}"
         return f"{label(self.puzzle)} (seed {self.seed}): {first}, {checks}, {hints}, {done}"
 
 

@@ -25,7 +25,17 @@ from dataclasses import dataclass, field
 from explorers.tensors import language
 
 LEVELS = {1: "one op", 2: "two ops or an index", 3: "a composition"}
-REASONS = ("right", "refused", "error", "not_tensor", "shape", "dtype", "values", "copy")  # a grading's verdicts
+REASON_WORDS = {  # a grading's verdicts, as a score describes the first one
+    "right": "right",
+    "refused": "not in the tensor language",
+    "error": "PyTorch raised an error",
+    "not_tensor": "not a tensor",
+    "shape": "wrong shape",
+    "dtype": "wrong dtype",
+    "values": "wrong values",
+    "copy": "a copy, not a view",
+}
+REASONS = tuple(REASON_WORDS)
 MAX_HINTS = 2  # the concept, then the first op
 KINDS = ("float", "positive", "probabilities", "int", "bool", "index", "lengths", "padding")
 

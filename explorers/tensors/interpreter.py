@@ -63,10 +63,6 @@ class Step:
     of: str  # the operand it is the same tensor as or a view of ("" for input and new)
     stretched: bool = False  # an elementwise op whose result broadcasting made larger than each of its operands
 
-    @property
-    def shares_input_storage(self) -> bool:
-        return self.relation in ("input", "same", "view")
-
     def describe(self) -> str:
         how = {"input": "an input", "same": f"`{self.of}` itself", "view": f"a view of `{self.of}`"}
         return (

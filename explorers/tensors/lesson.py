@@ -185,16 +185,6 @@ ANSWER_HELP = (
 ANSWER_PLACEHOLDER = f"one expression over the names above, at most {language.MAX_CHARS} characters"
 HINT_BUTTON, NO_MORE_HINTS = "Show a hint (it counts)", "No more hints: both are shown"
 NOT_ANSWERED = "Type an expression, or build one with the palette, then Check."
-REASON_WORDS = {
-    "refused": "not in the tensor language",
-    "error": "PyTorch raised an error",
-    "not_tensor": "not a tensor",
-    "shape": "wrong shape",
-    "dtype": "wrong dtype",
-    "values": "wrong values",
-    "copy": "a copy, not a view",
-    "right": "right",
-}
 
 
 def code_span(text: str) -> str:

@@ -110,4 +110,4 @@ def test_a_set_draws_a_tensor_transformation_beside_the_loop_drill_linked_at_its
     at.switch_page(plan.PAGE).run()
     weak = [link.proto for link in at.get("page_link") if link.proto.label.startswith("Tensor drills, ")]
     assert [w.query_string for w in weak] == [f"puzzle={name}&seed={seed}"]
-    assert "first: shape" in weak[0].label and "not solved yet" in weak[0].label
+    assert "first: wrong shape" in weak[0].label and "not solved yet" in weak[0].label

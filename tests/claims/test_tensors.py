@@ -212,7 +212,6 @@ def test_each_common_mistake_fails_with_the_reason_the_lab_names(name):
             verdict = tensors.check(name, expression, seed)
             assert verdict.reason == reason, (expression, seed, verdict.reason, verdict.message)
             assert verdict.case or reason == "refused"
-            assert lesson.REASON_WORDS[reason]
 
 
 VIEW_ZOO = [  # expressions over x (and i), each traced on contiguous and non-contiguous inputs

@@ -174,7 +174,7 @@ def test_a_puzzle_score_counts_checks_until_right_and_the_most_hints_shown():
     score = history.puzzle_scores()[("causal_mask", 2)]
     assert (score.attempts, score.hints, score.first_reason, score.solved, score.seconds) == (3, 1, "values", True, 30)
     assert score.points == pytest.approx(1 - 0.25 - 0.2)
-    assert "first: values, 3 checks, 1 hint, solved in 30 s" in score.describe()
+    assert "first: wrong values, 3 checks, 1 hint, solved in 30 s" in score.describe()
     assert history.solved("causal_mask", 2) and not history.solved("causal_mask", 3)
 
 
