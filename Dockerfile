@@ -4,9 +4,10 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
-COPY requirements.txt .
+COPY requirements.txt requirements-nodeps.txt ./
 # torch's CPU wheel: the default index would pull a multi-GB CUDA build
-RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt
+RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt \
+    && pip install --no-deps -r requirements-nodeps.txt
 COPY . .
 RUN useradd --create-home --uid 1000 explorer && chown -R explorer /app
 USER explorer

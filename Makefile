@@ -15,8 +15,9 @@ PIP := $(BIN)/python -m pip install --disable-pip-version-check -q
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.runtime: requirements.txt | $(BIN)/python
+$(VENV)/.runtime: requirements.txt requirements-nodeps.txt | $(BIN)/python
 	$(PIP) -r requirements.txt
+	$(PIP) --no-deps -r requirements-nodeps.txt
 	touch $@
 
 $(VENV)/.dev: requirements-dev.txt $(VENV)/.runtime

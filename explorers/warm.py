@@ -27,6 +27,8 @@ LAB_MODULES = (
     "explorers.compiled",
     "explorers.precision",
     "explorers.tensors",
+    "explorers.evidence.experiment",
+    "hta.trace_analysis",
 )
 
 

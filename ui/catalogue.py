@@ -136,6 +136,14 @@ LABS = (
         "pages/16_Tensor_drills.py",
         "task",  # a puzzle's task and input shapes: its trace is drawn once an answer is checked
     ),
+    Lab(
+        "evidence",
+        "GPU evidence",
+        "Here is a real GPU trace: what bounds the step, where does the CPU wait, is communication hidden?",
+        ":material/memory:",
+        "pages/17_GPU_evidence.py",
+        extends=5,
+    ),
 )
 
 

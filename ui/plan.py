@@ -106,7 +106,9 @@ def weak_link(weak: Weak) -> None:
     else:
         words = f"Prediction, wrong first answer: {progress.plain(item.question)}"
         target = entry.page if entry and entry.page else None
-    if target:
+    if target and slug == "evidence":  # a trace's question: back to that trace
+        st.page_link(target, label=words, icon=":material/replay:", query_params={"trace": item.key.split(".")[1]})
+    elif target:
         st.page_link(target, label=words, icon=":material/replay:")
     else:
         st.markdown(f"- {words}")

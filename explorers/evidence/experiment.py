@@ -1,0 +1,63 @@
+"""The GPU evidence lab's runs, as the engine's workers run them: a shipped trace read, or an upload's bytes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from explorers import bounds
+from explorers.evidence import loading, reading
+from explorers.evidence.reading import Reading
+from explorers.evidence.shipped import SHIPPED
+
+
+@dataclass(frozen=True)
+class ShippedOptions:
+    trace: str
+
+    def __post_init__(self) -> None:
+        bounds.check_choices(self, {"trace": SHIPPED})
+
+
+@dataclass(frozen=True)
+class UploadOptions:
+    data: bytes  # the file as uploaded; parsed only in the worker, never executed
+    digest: str  # its sha256, so the engine's cache key stays short
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data, bytes) or len(self.data) > loading.MAX_FILE_BYTES:
+            raise ValueError(f"an upload is bytes, at most {loading.MAX_FILE_BYTES} of them")
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+
+class NoGpuWork(loading.Refused):
+    """A trace with no kernel, copy or set events: nothing to read about a GPU."""
+
+
+def read_bytes(data: bytes, report=None) -> Reading:
+    """Read and analyse one trace's bytes; `loading.Refused` says what is wrong with a file this lab cannot read."""
+    if report:
+        report(0, 2)
+    trace = loading.read(data)
+    if not loading.has_gpu_work(trace):
+        kinds = ", ".join(f"{n:,} {c or 'uncategorised'}" for c, n in sorted(trace.counts.items())) or "no events"
+        raise NoGpuWork(
+            f"it holds no GPU kernel, copy or set events ({kinds}): it was recorded without CUDA activity, "
+            "e.g. ProfilerActivity.CPU alone or a CPU-only job"
+        )
+    if report:
+        report(1, 2)
+    return reading.read(trace)
+
+
+def read_shipped(options: ShippedOptions, report=None) -> Reading:
+    return read_bytes(SHIPPED[options.trace].path.read_bytes(), report)
+
+
+def read_upload(options: UploadOptions, report=None) -> Reading | str:
+    """A reading, or the message saying why the file cannot be read (a refusal is an answer, not a failed run)."""
+    try:
+        return read_bytes(options.data, report)
+    except loading.Refused as refused:
+        return str(refused)

@@ -1,0 +1,130 @@
+"""Questions an interviewer asks about a trace, answered by picking the evidence and then the cause.
+
+Every answer key is computed from the trace's own reading (explorers/evidence/reading.py), never
+written per file: the same rules run on a shipped trace and on an upload, and
+tests/claims/test_evidence.py recomputes each key from the raw JSON. The choices come in a fixed
+order (the evidence as the page shows it; causes in the order written here), so the order says
+nothing about which is right.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from explorers.evidence.reading import Reading
+
+# The time split's bars, in the order the figure draws them
+SPLIT = {
+    "compute": "GPU computing",
+    "non_compute": "GPU copying, setting or communicating",
+    "idle": "GPU idle",
+}
+BOUND_CAUSES = {
+    "compute": "Its kernels: the GPU is busy computing",
+    "data": "Data movement or communication on the GPU",
+    "host": "The host: the GPU waits for the CPU to launch work",
+    "kernel_wait": "The GPU's own waits between kernels (dependencies between streams, events)",
+}
+HIDDEN_CAUSES = {
+    "hidden": "Mostly hidden: more than half of it overlaps computation",
+    "exposed": "Mostly exposed: less than half of it overlaps computation",
+}
+NO_OP = "no CPU op recorded around it"
+
+
+@dataclass(frozen=True)
+class Question:
+    key: str  # "bound", "sync" or "hidden"
+    prompt: str
+    evidence: tuple[str, ...]  # what can be picked, in the order it is shown
+    causes: tuple[str, ...]
+    right_evidence: str
+    right_cause: str
+
+
+@dataclass(frozen=True)
+class Grade:
+    question: str
+    evidence_right: bool
+    cause_right: bool
+
+    @property
+    def right(self) -> bool:
+        return self.evidence_right and self.cause_right
+
+
+def split_values(reading: Reading) -> dict[str, float]:
+    return {"compute": reading.compute_us, "non_compute": reading.non_compute_us, "idle": reading.idle_us}
+
+
+def bound_key(reading: Reading) -> tuple[str, str]:
+    """The largest bar of the time split, and the cause it points to (an idle GPU: by its idle split)."""
+    values = split_values(reading)
+    largest = max(values, key=values.get)
+    if largest == "compute":
+        return largest, "compute"
+    if largest == "non_compute":
+        return largest, "data"
+    waits = reading.kernel_wait_us + reading.other_wait_us
+    return largest, "host" if reading.host_wait_us >= waits else "kernel_wait"
+
+
+def blocking_label(index: int, reading: Reading) -> str:
+    call = reading.blocking[index]
+    return f"{index + 1}. {call.call} at {call.start_us / 1000:,.1f} ms, {call.dur_us / 1000:,.2f} ms"
+
+
+def questions(reading: Reading) -> tuple[Question, ...]:
+    found = [_bound(reading)]
+    if any(call.op for call in reading.blocking):
+        found.append(_sync(reading))
+    if reading.communication_us > 0 and reading.overlap_percent is not None:
+        found.append(_hidden(reading))
+    return tuple(found)
+
+
+def _bound(reading: Reading) -> Question:
+    bar, cause = bound_key(reading)
+    return Question(
+        "bound",
+        "What bounds this trace's GPU time? Pick the bar that shows it, then the cause.",
+        tuple(SPLIT.values()),
+        tuple(BOUND_CAUSES.values()),
+        SPLIT[bar],
+        BOUND_CAUSES[cause],
+    )
+
+
+def _sync(reading: Reading) -> Question:
+    """The calls made inside a CPU op (one outside every op, such as the profiler's own last synchronize, names no
+    cause); the longest of them is the answer."""
+    inside = [i for i, call in enumerate(reading.blocking) if call.op]
+    longest = max(inside, key=lambda i: (reading.blocking[i].dur_us, -i))
+    # every op the table names (innermost, outermost, the launcher of the work waited for), so there is a choice
+    ops = sorted({name or NO_OP for c in reading.blocking for name in (c.op, c.outer, c.launched_by)} | {NO_OP})
+    return Question(
+        "sync",
+        "Inside the CPU's ops, where does the CPU wait longest for the GPU, and which op made it wait? Pick the call, then the op.",
+        tuple(blocking_label(i, reading) for i in inside),
+        tuple(ops),
+        blocking_label(longest, reading),
+        reading.blocking[longest].op or NO_OP,
+    )
+
+
+def _hidden(reading: Reading) -> Question:
+    return Question(
+        "hidden",
+        "Is this trace's communication hidden behind computation? Pick the figure that says, then the answer.",
+        tuple(SPLIT.values()) + (OVERLAP_EVIDENCE,),
+        tuple(HIDDEN_CAUSES.values()),
+        OVERLAP_EVIDENCE,
+        HIDDEN_CAUSES["hidden" if reading.overlap_percent > 50 else "exposed"],
+    )
+
+
+OVERLAP_EVIDENCE = "Communication overlapped with computation (HTA)"
+
+
+def grade(question: Question, evidence: str | None, cause: str | None) -> Grade:
+    return Grade(question.key, evidence == question.right_evidence, cause == question.right_cause)

@@ -1,0 +1,105 @@
+"""GPU evidence: real A100/V100/MI250 profiler traces read with HolisticTraceAnalysis, questions graded, your own trace."""
+
+import hashlib
+
+import streamlit as st
+
+from explorers import uploads
+from explorers.evidence import figures as charts
+from explorers.evidence import lesson, loading, questions
+from explorers.evidence.experiment import ShippedOptions, UploadOptions, read_shipped, read_upload
+from explorers.evidence.reading import Reading
+from explorers.evidence.shipped import DEFAULT, SHIPPED
+from explorers.units import format_bytes
+from ui import evidence_practice, figures, runs
+from ui.fields import ChoiceField
+from ui.frame import start_lab
+
+# The link holds the trace; never a pick or an answer.
+FIELDS = (ChoiceField("trace", DEFAULT, tuple(SHIPPED), label="Trace", format=lambda k: SHIPPED[k].title),)
+READ_LIMIT_S = 60
+
+page = start_lab("evidence", FIELDS)
+bench, stage = page.workbench()
+with bench, page.controls():
+    page.widget("trace")
+    upload = st.file_uploader(
+        f"Or read your own trace (.json or .json.gz, up to {format_bytes(loading.MAX_FILE_BYTES)})",
+        type=["json", "gz"],
+        key=page.key("upload"),
+        max_upload_size=uploads.upload_megabytes(loading.MAX_FILE_BYTES),
+        help=lesson.UPLOAD_HELP,
+    )
+    st.caption(lesson.UPLOAD_PRIVACY)
+
+shipped = SHIPPED[page.value("trace")]
+refusal = None
+if upload is not None:
+    name = uploads.code(upload.name)
+    if upload.size > loading.MAX_FILE_BYTES:
+        reading, refusal = None, f"it is {format_bytes(upload.size)}, over {format_bytes(loading.MAX_FILE_BYTES)}"
+    else:
+        data = upload.getvalue()
+        answer = runs.run(
+            read_upload, UploadOptions(data, hashlib.sha256(data).hexdigest()), label=f"Reading {upload.name[:40]}",
+            timeout_s=READ_LIMIT_S, long=True,
+        )  # fmt: skip
+        reading, refusal = (None, answer) if isinstance(answer, str) else (answer, None)
+    title, source, settings = f"Your trace {name}", f"your upload {name}", {"file": name}
+else:
+    reading = runs.run(read_shipped, ShippedOptions(shipped.key), label="Reading the trace", timeout_s=READ_LIMIT_S)
+    title, source, settings = shipped.title, shipped.source, {"trace": shipped.key}
+page.sync_url()
+
+
+def show(reading: Reading) -> None:
+    device = reading.card or "GPU not named"
+    with st.container(key="lab-split"):
+        st.caption(lesson.card_line(reading, source))
+        figures.plotly(
+            charts.split_figure(reading, f"{title}: where the GPU's time went"),
+            figures.caption("Time split (HTA)", settings, device),
+            "evidence-split",
+        )
+    figures.plotly(
+        charts.timeline_figure(reading, f"Timeline: {reading.timeline_title}"),
+        figures.caption("Timeline", settings, device),
+        "evidence-timeline",
+    )
+
+
+with stage:
+    if reading is None:
+        st.error(lesson.not_read(name, refusal), icon=":material/error:")
+    else:
+        show(reading)
+
+if reading is not None:
+    said, remedy, (lab_page, lab_words) = lesson.verdict(reading)
+    st.subheader(lesson.QUESTIONS_TITLE)
+    if upload is not None:
+        st.caption(lesson.NOT_SCORED)
+    for question in questions.questions(reading):
+        evidence_practice.ask(question, None if upload is not None else shipped.key, page.presenting)
+    st.subheader(lesson.READING_TITLE)
+    st.markdown("\n".join(f"- {line}" for line in lesson.reading_lines(reading)))
+    if reading.blocking:
+        figures.table(lesson.blocking_rows(reading))
+    figures.table(lesson.kernel_rows(reading))
+    figures.table(lesson.activity_rows(reading))
+    if evidence_practice.answered_all(reading, None if upload is not None else shipped.key) or upload is not None:
+        st.subheader(lesson.VERDICT_TITLE)
+        st.markdown(f"{said} {remedy}")
+        st.page_link(lab_page, label=lab_words, icon=":material/arrow_forward:")
+    figures.why_panel([s.text for s in lesson.STATEMENTS.values()])
+
+figures.notes_download(
+    "GPU evidence",
+    figures.caption("GPU evidence", settings, reading.card if reading else "no trace read"),
+    {
+        "The trace": lesson.card_line(reading, source) if reading else lesson.not_read(name, refusal),
+        "Reading": "\n".join(f"- {line}" for line in lesson.reading_lines(reading)) if reading else "–",
+        "Your answers so far": "\n".join(f"- {s}" for s in evidence_practice.scores()) or "–",
+    },
+    "gpu-evidence",
+)
