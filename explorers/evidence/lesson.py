@@ -31,8 +31,8 @@ STATEMENTS = {
             "wait until the GPU has done the work queued before them. In a trace the wait is a runtime call such "
             "as cudaStreamSynchronize (inside aten::_local_scalar_dense for `.item()`) or cudaDeviceSynchronize."
         ),
-        scope="CUDA or ROCm tensors; a CPU tensor's .item() waits for nothing. `torch.cuda.set_sync_debug_mode('warn')` "
-        "reports such calls as they happen",
+        scope="CUDA or ROCm tensors; a CPU tensor's .item() waits for nothing. "
+        "`torch.cuda.set_sync_debug_mode('warn')` reports such calls as they happen",
         source=f"{DOCS}/notes/cuda.html#asynchronous-execution; {DOCS}/generated/torch.cuda.set_sync_debug_mode.html",
     ),
     "pageable": Statement(
@@ -128,8 +128,8 @@ def launch_line(reading: Reading) -> str:
         else ""
     )
     return (
-        f"HTA matched {reading.launches:,} launches to their GPU work: the median started {ms(reading.launch_delay_median_us)} "
-        f"after its launch call returned, the 95th percentile {ms(reading.launch_delay_p95_us)}.{queue}"
+        f"HTA matched {reading.launches:,} launches to their GPU work: the median started "
+        f"{ms(reading.launch_delay_median_us)} after its launch call returned, the 95th percentile {ms(reading.launch_delay_p95_us)}.{queue}"
     )
 
 
