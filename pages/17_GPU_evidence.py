@@ -1,4 +1,4 @@
-"""GPU evidence: real A100/V100/MI250 profiler traces read with HolisticTraceAnalysis, questions graded, your own trace."""
+"""GPU evidence: real A100/V100/MI250 traces read with HolisticTraceAnalysis, questions graded, your own trace read."""
 
 import hashlib
 

@@ -129,7 +129,8 @@ def launch_line(reading: Reading) -> str:
     )
     return (
         f"HTA matched {reading.launches:,} launches to their GPU work: the median started "
-        f"{ms(reading.launch_delay_median_us)} after its launch call returned, the 95th percentile {ms(reading.launch_delay_p95_us)}.{queue}"
+        f"{ms(reading.launch_delay_median_us)} after its launch call returned, the 95th percentile "
+        f"{ms(reading.launch_delay_p95_us)}.{queue}"
     )
 
 

@@ -104,7 +104,8 @@ def _sync(reading: Reading) -> Question:
     ops = sorted({name or NO_OP for c in reading.blocking for name in (c.op, c.outer, c.launched_by)} | {NO_OP})
     return Question(
         "sync",
-        "Inside the CPU's ops, where does the CPU wait longest for the GPU, and which op made it wait? Pick the call, then the op.",
+        "Inside the CPU's ops, where does the CPU wait longest for the GPU, and which op made it wait? "
+        "Pick the call, then the op.",
         tuple(blocking_label(i, reading) for i in inside),
         tuple(ops),
         blocking_label(longest, reading),
