@@ -7,6 +7,7 @@ import streamlit as st
 from explorers import uploads
 from explorers.evidence import figures as charts
 from explorers.evidence import lesson, loading, questions
+from explorers.evidence.cpu import CpuReading
 from explorers.evidence.experiment import ShippedOptions, UploadOptions, read_shipped, read_upload
 from explorers.evidence.reading import Reading
 from explorers.evidence.shipped import DEFAULT, SHIPPED
@@ -53,28 +54,36 @@ page.sync_url()
 
 
 def show(reading: Reading) -> None:
-    device = reading.card or "GPU not named"
-    with st.container(key="lab-split"):
-        st.caption(lesson.card_line(reading, source))
-        figures.plotly(
-            charts.split_figure(reading, f"{title}: where the GPU's time went"),
-            figures.caption("Time split (HTA)", settings, device),
-            "evidence-split",
-        )
+    figures.plotly(
+        charts.split_figure(reading, f"{title}: where the GPU's time went"),
+        lesson.figure_caption("Time split and idle split (HTA)", reading, settings),
+        "evidence-split",
+    )
     figures.plotly(
         charts.timeline_figure(reading, f"Timeline: {reading.timeline_title}"),
-        figures.caption("Timeline", settings, device),
+        lesson.figure_caption("Timeline (counted from the events)", reading, settings),
         "evidence-timeline",
     )
+    st.caption(lesson.card_line(reading, source))
 
 
 with stage:
     if reading is None:
         st.error(lesson.not_read(name, refusal), icon=":material/error:")
+    elif isinstance(reading, CpuReading):
+        st.warning(lesson.cpu_lines(reading)[0], icon=":material/info:")
+        figures.plotly(
+            charts.labels_figure(reading.labels, f"{title}: record_function labels"),
+            " · ".join(
+                ["record_function labels, ms per step · no GPU events", *(f"{k} {v}" for k, v in settings.items())]
+            ),
+            "evidence-labels",
+        )
+        st.markdown("\n".join(f"- {line}" for line in lesson.cpu_lines(reading)[1:]))
     else:
         show(reading)
 
-if reading is not None:
+if isinstance(reading, Reading):
     said, remedy, (lab_page, lab_words) = lesson.verdict(reading)
     st.subheader(lesson.QUESTIONS_TITLE)
     if upload is not None:
@@ -95,10 +104,10 @@ if reading is not None:
 
 figures.notes_download(
     "GPU evidence",
-    figures.caption("GPU evidence", settings, reading.card if reading else "no trace read"),
+    " · ".join(f"GPU evidence · {k} {v}" for k, v in settings.items()),
     {
-        "The trace": lesson.card_line(reading, source) if reading else lesson.not_read(name, refusal),
-        "Reading": "\n".join(f"- {line}" for line in lesson.reading_lines(reading)) if reading else "–",
+        "The trace": lesson.notes_trace(reading, source, refusal),
+        "Reading": "\n".join(f"- {line}" for line in lesson.notes_lines(reading)),
         "Your answers so far": "\n".join(f"- {s}" for s in evidence_practice.scores()) or "–",
     },
     "gpu-evidence",

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorers import bounds
-from explorers.evidence import loading, reading
+from explorers.evidence import cpu, loading, reading
+from explorers.evidence.cpu import CpuReading
 from explorers.evidence.reading import Reading
 from explorers.evidence.shipped import SHIPPED
 
@@ -31,31 +32,22 @@ class UploadOptions:
         return hash(self.digest)
 
 
-class NoGpuWork(loading.Refused):
-    """A trace with no kernel, copy or set events: nothing to read about a GPU."""
-
-
-def read_bytes(data: bytes, report=None) -> Reading:
-    """Read and analyse one trace's bytes; `loading.Refused` says what is wrong with a file this lab cannot read."""
+def read_bytes(data: bytes, report=None) -> Reading | CpuReading:
+    """Read and analyse one trace's bytes (a trace with no GPU work: its CPU side); `loading.Refused` says what is
+    wrong with a file this lab cannot read."""
     if report:
         report(0, 2)
     trace = loading.read(data)
-    if not loading.has_gpu_work(trace):
-        kinds = ", ".join(f"{n:,} {c or 'uncategorised'}" for c, n in sorted(trace.counts.items())) or "no events"
-        raise NoGpuWork(
-            f"it holds no GPU kernel, copy or set events ({kinds}): it was recorded without CUDA activity, "
-            "e.g. ProfilerActivity.CPU alone or a CPU-only job"
-        )
     if report:
         report(1, 2)
-    return reading.read(trace)
+    return reading.read(trace) if loading.has_gpu_work(trace) else cpu.read(trace)
 
 
-def read_shipped(options: ShippedOptions, report=None) -> Reading:
+def read_shipped(options: ShippedOptions, report=None) -> Reading | CpuReading:
     return read_bytes(SHIPPED[options.trace].path.read_bytes(), report)
 
 
-def read_upload(options: UploadOptions, report=None) -> Reading | str:
+def read_upload(options: UploadOptions, report=None) -> Reading | CpuReading | str:
     """A reading, or the message saying why the file cannot be read (a refusal is an answer, not a failed run)."""
     try:
         return read_bytes(options.data, report)

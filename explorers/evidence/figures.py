@@ -18,6 +18,14 @@ KIND_COLOURS = {  # timeline span kind -> colour
 SPLIT_COLOURS = ("#1f77b4", "#ff7f0e", "#c7c7c7")
 IDLE_COLOURS = ("#d62728", "#9467bd", "#e7e7e7")
 ROW_CHARS = 22
+SHORT = {
+    "GPU computing": "computing",
+    "GPU copying, setting or communicating": "copies, comms",
+    "GPU idle": "idle",
+    "Waiting for the host": "host wait",
+    "Waiting between kernels": "kernel wait",
+    "Other idle": "other",
+}
 
 
 def split_rows(reading: Reading) -> list[tuple[str, str, float, float]]:
@@ -51,14 +59,14 @@ def split_figure(reading: Reading, title: str) -> go.Figure:
             name=bar,
             orientation="h",
             marker_color=colour,
-            text=[f"{percent:.0f}%" if percent >= 8 else ""],
+            text=[f"{SHORT[bar]} {percent:.0f}%" if percent >= 15 else ""],
             textposition="inside",
             hovertemplate=f"{bar}: {ms:,.2f} ms ({percent:.1f}%)<extra></extra>",
         )
-    figure.update_layout(barmode="stack", showlegend=True)
-    figure.update_xaxes(title_text="% of the GPU window (top), of the stream's idle time (bottom)", range=[0, 100])
+    figure.update_layout(barmode="stack", showlegend=False)  # each part named in its bar; all in the reading below
+    figure.update_xaxes(title_text="% of the bar's whole", range=[0, 100])
     figure.update_yaxes(autorange="reversed")
-    return chartroom.style(figure, title, height=300)
+    return chartroom.style(figure, title, height=230)
 
 
 def timeline_figure(reading: Reading, title: str) -> go.Figure:
@@ -82,8 +90,27 @@ def timeline_figure(reading: Reading, title: str) -> go.Figure:
     figure.update_layout(barmode="overlay", showlegend=True)
     figure.update_xaxes(title_text="ms from the timeline's start", range=[0, reading.timeline_us / 1000])
     figure.update_yaxes(categoryorder="array", categoryarray=[_row(r) for r in reversed(rows)])
-    return chartroom.style(figure, title, height=max(320, 60 + 40 * len(rows)))
+    return chartroom.style(figure, title, height=max(300, 40 + 34 * len(rows)))
 
 
 def _row(row: str) -> str:
     return row if len(row) <= ROW_CHARS else row[: ROW_CHARS - 1] + "…"
+
+
+def labels_figure(labels: tuple[tuple[str, float], ...], title: str) -> go.Figure:
+    """A trace with no GPU work: each record_function label's milliseconds per step, longest first."""
+    shown = labels[:12]
+    figure = go.Figure(
+        go.Bar(
+            y=[_row(name) for name, _ in shown],
+            x=[ms for _, ms in shown],
+            orientation="h",
+            marker_color="#7f7f7f",
+            customdata=[name[:80] for name, _ in shown],
+            hovertemplate="%{customdata}: %{x:.3f} ms<extra></extra>",
+        )
+    )
+    figure.update_layout(showlegend=False)
+    figure.update_xaxes(title_text="ms per step")
+    figure.update_yaxes(autorange="reversed")
+    return chartroom.style(figure, title, height=max(260, 60 + 30 * len(shown)))

@@ -9,6 +9,7 @@ shipped traces' raw events.
 from __future__ import annotations
 
 from explorers.evidence import loading, questions
+from explorers.evidence.cpu import CpuReading
 from explorers.evidence.questions import BOUND_CAUSES, Grade, Question
 from explorers.evidence.reading import Reading
 from explorers.statements import Statement
@@ -99,6 +100,12 @@ def card_line(reading: Reading, source: str) -> str:
     return f"Card: {card}{rank} · {reading.events:,} events read · source: {source}{skipped}"
 
 
+def figure_caption(what: str, reading: Reading, settings: dict) -> str:
+    """A figure's label: what it is, the trace's card and the file, never this machine's torch (it ran elsewhere)."""
+    shown = " · ".join(f"{key} {value}" for key, value in settings.items())
+    return f"{what} · {reading.card or 'GPU not named in the trace'} · {shown}"
+
+
 def split_line(reading: Reading) -> str:
     w = reading.window_us
     return (
@@ -166,7 +173,7 @@ def blocking_rows(reading: Reading) -> list[dict]:
             "step": f"{b.step} ({100 * b.step_fraction:.0f}% in)" if b.step and b.step_fraction is not None else "–",
             "inside op": b.op or "–",
             "outermost op": b.outer or "–",
-            "GPU work waited for": short(b.waited_for) if b.waited_for else "–",
+            "GPU work waited for": short(b.waited_for, 32) if b.waited_for else "–",
             "launched by": b.launched_by or "–",
         }
         for i, b in enumerate(reading.blocking)
@@ -176,7 +183,7 @@ def blocking_rows(reading: Reading) -> list[dict]:
 def kernel_rows(reading: Reading) -> list[dict]:
     total = sum(k.total_us for k in reading.top_kernels) or 1.0
     return [
-        {"kernel": short(k.name), "kind": k.kind, "total (ms)": round(k.total_us / 1000, 3), "count": k.count,
+        {"kernel": short(k.name, 32), "kind": k.kind, "total (ms)": round(k.total_us / 1000, 3), "count": k.count,
          "share of top 5": f"{100 * k.total_us / total:.0f}%"}
         for k in reading.top_kernels
     ]  # fmt: skip
@@ -248,3 +255,34 @@ def reading_lines(reading: Reading) -> list[str]:
     lines = [split_line(reading), idle_line(reading), launch_line(reading), blocking_line(reading)]
     overlap = overlap_line(reading)
     return lines + ([overlap] if overlap else [])
+
+
+def cpu_lines(reading: CpuReading) -> list[str]:
+    kinds = ", ".join(f"{n:,} {c or 'uncategorised'}" for c, n in sorted(reading.counts.items())) or "no events"
+    lines = [
+        f"No GPU kernel, copy or set event in this trace ({kinds}): it was recorded without CUDA activity "
+        "(ProfilerActivity.CPU alone, or a job on a CPU), so there is no GPU time to split. Its CPU side is read "
+        "instead."
+    ]
+    if reading.steps:
+        lines.append(f"{len(reading.steps)} ProfilerSteps, {reading.step_ms:,.2f} ms each on average.")
+    if reading.labels:
+        per = "per step" if reading.steps else "in all"
+        lines.append(
+            f"The record_function labels, in ms {per}: "
+            + ", ".join(f"{name[:40]} {value:,.3f}" for name, value in reading.labels[:8])
+            + "."
+        )
+    return lines
+
+
+def notes_trace(reading: Reading | CpuReading | None, source: str, refusal: str | None) -> str:
+    if isinstance(reading, Reading):
+        return card_line(reading, source)
+    return f"{source}: " + ("no GPU events" if reading is not None else f"not read ({refusal})")
+
+
+def notes_lines(reading: Reading | CpuReading | None) -> list[str]:
+    if isinstance(reading, Reading):
+        return reading_lines(reading)
+    return cpu_lines(reading) if reading is not None else []
