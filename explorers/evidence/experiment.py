@@ -53,3 +53,5 @@ def read_upload(options: UploadOptions, report=None) -> Reading | CpuReading | s
         return read_bytes(options.data, report)
     except loading.Refused as refused:
         return str(refused)
+    except Exception as error:  # noqa: BLE001 - HTA meeting events it cannot join: a message, not a traceback
+        return f"HolisticTraceAnalysis could not analyse its events ({type(error).__name__}: {str(error)[:120]})"
