@@ -38,8 +38,8 @@ STATEMENTS = {
     ),
     "pageable": Statement(
         text=(
-            "A host-to-device copy from pageable (ordinary) memory is staged through a pinned buffer, and the copying "
-            "op waits for it; from pinned memory with `non_blocking=True` it is queued and the CPU goes on. "
+            "A host-to-device copy from pageable (ordinary) memory is staged through a pinned buffer and can make the "
+            "CPU wait for it; from pinned memory with `non_blocking=True` it is queued and the CPU goes on. "
             "DataLoader(pin_memory=True) hands out pinned batches."
         ),
         scope="CUDA; the trace names the kind of copy (Memcpy HtoD (Pageable -> Device) or (Pinned -> Device))",
@@ -108,10 +108,18 @@ def figure_caption(what: str, reading: Reading, settings: dict) -> str:
 
 def split_line(reading: Reading) -> str:
     w = reading.window_us
+    dropped = reading.gpu_events - reading.gpu_events_hta
+    kept = (
+        f" HTA kept {reading.gpu_events_hta:,} of the file's {reading.gpu_events:,} GPU events as it parsed it, "
+        "so these shares leave the other "
+        f"{dropped:,} out."
+        if dropped > 0
+        else ""
+    )
     return (
-        f"HTA's window runs from the first kernel's start to the last one's end: {ms(w)}. In it the GPU computed for "
-        f"{percent(reading.compute_us, w)}, copied, set memory or communicated for {percent(reading.non_compute_us, w)}"
-        f" and sat idle for {percent(reading.idle_us, w)}."
+        f"HTA's window runs from the first GPU event's start to the last one's end: {ms(w)}. In it the GPU computed "
+        f"for {percent(reading.compute_us, w)}, copied, set memory or communicated for "
+        f"{percent(reading.non_compute_us, w)} and sat idle for {percent(reading.idle_us, w)}.{kept}"
     )
 
 

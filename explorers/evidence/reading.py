@@ -85,6 +85,8 @@ class Reading:
     steps: tuple[str, ...]
     # HTA's temporal breakdown, over its window: the first GPU kernel's start to the last one's end
     window_us: float
+    gpu_events: int  # the file's GPU-side spans (kernels, copies, sets, sync markers on a stream)
+    gpu_events_hta: int  # of them, those HTA kept as it parsed (it drops some: the page says how many)
     compute_us: float
     non_compute_us: float
     idle_us: float
@@ -174,7 +176,7 @@ def _hta(trace: Trace) -> dict:
     with tempfile.TemporaryDirectory(prefix="evidence-") as folder, _quiet():
         path = Path(folder) / "trace.json"
         path.write_text(json.dumps(document))
-        analysis = TraceAnalysis(trace_files={rank: str(path)}, trace_dir=folder)
+        analysis = TraceAnalysis(trace_files={rank: str(path)}, trace_dir=folder, include_last_profiler_step=True)
         temporal = analysis.get_temporal_breakdown(visualize=False).iloc[0]
         idle = analysis.get_idle_time_breakdown(ranks=[rank], visualize=False)[0]
         kinds, _ = analysis.get_gpu_kernel_breakdown(visualize=False, include_memory_kernels=True)
@@ -183,12 +185,16 @@ def _hta(trace: Trace) -> dict:
         overlap = analysis.get_comm_comp_overlap(visualize=False)
         frame = analysis.t.get_trace(rank)
     busiest = _busiest_stream(frame)
+    on_streams = [e for e in trace.events if e["ph"] == "X" and "stream" in e.get("args", {})]
+    gpu_events = sum(e["cat"] in GPU_CATEGORIES | {"cuda_sync"} for e in on_streams)
     own = idle[idle["stream"] == busiest].set_index("idle_category")["idle_time"] if busiest is not None else {}
     delays = sorted(launches["launch_delay"].tolist()) if launches is not None and len(launches) else []
     queue = _queue(queues, busiest)
     overlap_value = float(overlap["comp_comm_overlap_pctg"].iloc[0]) if len(overlap) else math.nan
     return {
         "window_us": float(temporal["kernel_time(us)"]),
+        "gpu_events": gpu_events,
+        "gpu_events_hta": int((frame["stream"] >= 0).sum()),
         "compute_us": float(temporal["compute_time(us)"]),
         "non_compute_us": float(temporal["non_compute_time(us)"]),
         "idle_us": float(temporal["idle_time(us)"]),

@@ -60,8 +60,10 @@ HOSTILE = {
     "a pickle renamed .json": (pickle.dumps({"traceEvents": []}), "pickle"),
     "a memory snapshot": (pickle.dumps({"segments": [], "device_traces": []}, protocol=4), "memory snapshot"),
     "a gzipped pickle": (gz(pickle.dumps([1, 2, 3])), "pickle"),
-    "a memory timeline": ((FOLDER.parent / "traces" / "cpu_only_gloo.json.gz").read_bytes()[:0] + b"[[-1, 1, 512, 7]]",
-                          "memory timeline"),
+    "a memory timeline": (
+        (FOLDER.parent / "traces" / "cpu_only_gloo.json.gz").read_bytes()[:0] + b"[[-1, 1, 512, 7]]",
+        "memory timeline",
+    ),
     "a zip archive": (b"PK\x03\x04" + b"\x00" * 100, "zip"),
     "truncated JSON": (trace(KERNEL)[:-10], "not valid JSON"),
     "truncated gzip": (REAL[: len(REAL) // 2], "cut short"),
