@@ -45,16 +45,6 @@ STATEMENTS = {
         scope="CUDA; the trace names the kind of copy (Memcpy HtoD (Pageable -> Device) or (Pinned -> Device))",
         source=f"{DOCS}/notes/cuda.html#use-pinned-memory-buffers",
     ),
-    "launch": Statement(
-        text=(
-            "When a step's kernels are short, launching them costs the CPU more than running them costs the GPU, "
-            "and the GPU waits for the host. Fewer, larger launches help: a larger batch, fused kernels "
-            "(torch.compile), or CUDA graphs (torch.compile(mode='reduce-overhead')) that replay a step's launches "
-            "as one."
-        ),
-        scope="CUDA; a step bound by its kernels' own time gains little from this",
-        source=f"{DOCS}/notes/cuda.html#cuda-graphs; the PyTorch performance tuning guide",
-    ),
     "overlap": Statement(
         text=(
             "DistributedDataParallel starts each gradient bucket's all-reduce while backward is still computing "
@@ -247,7 +237,7 @@ def graded_line(question: Question, grade: Grade) -> str:
 
 UPLOAD_HELP = (
     "A torch.profiler trace with CUDA or ROCm activity, as export_chrome_trace or tensorboard_trace_handler writes "
-    f"it. It is parsed as JSON (never run), up to {loading.MAX_JSON_BYTES // 2**20} MiB once inflated and "
+    f"it. It is parsed as JSON, not run, up to {loading.MAX_JSON_BYTES // 2**20} MiB once inflated and "
     f"{loading.MAX_EVENTS:,} events."
 )
 QUESTIONS_TITLE = "Questions an interviewer asks about this trace"

@@ -87,7 +87,7 @@ def _bound(reading: Reading) -> Question:
     bar, cause = bound_key(reading)
     return Question(
         "bound",
-        "What bounds this trace's GPU time? Pick the bar that shows it, then the cause.",
+        "What bounds this trace's GPU time? Pick the bar that shows it, then what bounds it.",
         tuple(SPLIT.values()),
         tuple(BOUND_CAUSES.values()),
         SPLIT[bar],

@@ -19,6 +19,9 @@ from explorers import evidence
 from explorers.evidence import lesson, questions
 from explorers.evidence.reading import BLOCKING
 from explorers.evidence.shipped import SHIPPED
+from tests.claims.falsify import falsifies
+
+STATEMENTS = lesson.STATEMENTS
 
 GPU = {"kernel", "gpu_memcpy", "gpu_memset"}
 
@@ -199,12 +202,14 @@ def test_each_answer_key_follows_from_the_recounted_figures(key):
 @pytest.mark.parametrize("key", SHIPPED)
 def test_every_number_is_labelled_with_the_traces_own_card(key):
     r = reading(key)
-    document = json.load(gzip.open(SHIPPED[key].path))
+    with gzip.open(SHIPPED[key].path) as file:
+        document = json.load(file)
     names = [p["name"] for p in document.get("deviceProperties", [])]
     assert r.card == (names[0] if names else None)
     assert (names[0] if names else "a GPU the trace does not name") in lesson.card_line(r, SHIPPED[key].source)
 
 
+@falsifies(STATEMENTS["sync"])
 def test_the_item_sync_statement_holds_on_every_shipped_trace():
     """STATEMENTS['sync']: `.item()` waits inside aten::_local_scalar_dense through cudaStreamSynchronize. Every
     _local_scalar_dense that holds a blocking call holds that one."""
@@ -220,6 +225,7 @@ def test_the_item_sync_statement_holds_on_every_shipped_trace():
     assert seen >= 3
 
 
+@falsifies(STATEMENTS["pageable"])
 def test_the_pageable_copy_statement_holds_where_a_trace_has_both_kinds():
     """STATEMENTS['pageable']: a pageable host-to-device copy can make the CPU wait; a pinned one is queued. In the
     shipped traces some copy_ ops that launched a pageable copy waited in a synchronize; none that launched a pinned
@@ -236,8 +242,8 @@ def test_the_pageable_copy_statement_holds_where_a_trace_has_both_kinds():
             if kind is None or call is None:
                 continue
             op = min(
-                (o for o in events if o.get("cat") == "cpu_op" and o["name"] == "aten::copy_" and o["tid"] == call["tid"]
-                 and o["ts"] <= call["ts"] < o["ts"] + o["dur"]),
+                (o for o in events if o.get("cat") == "cpu_op" and o["name"] == "aten::copy_"
+                 and o["tid"] == call["tid"] and o["ts"] <= call["ts"] < o["ts"] + o["dur"]),
                 key=lambda o: o["dur"], default=None,
             )  # fmt: skip
             if op is None:
@@ -247,3 +253,30 @@ def test_the_pageable_copy_statement_holds_where_a_trace_has_both_kinds():
             waited[kind].append(bool(syncs))
     assert waited["Pageable"] and any(waited["Pageable"])  # 16 of 32 in the shipped traces
     assert waited["Pinned"] and not any(waited["Pinned"])  # 0 of 308
+
+
+@falsifies(STATEMENTS["idle"])
+def test_htas_three_idle_kinds_add_up_to_the_busiest_streams_gaps():
+    """STATEMENTS['idle']: host wait, kernel wait and other split a stream's idle time. Recounted: the gaps between
+    the busiest stream's GPU events, from its first to its last, add up to HTA's three (within HTA's 1 µs per event)."""
+    for key in SHIPPED:
+        r = reading(key)
+        on_stream = [
+            e for e in raw(key)
+            if e.get("ph") == "X" and e.get("cat") in GPU | {"cuda_sync"}
+            and isinstance(e.get("args"), dict) and e["args"].get("stream") == r.idle_stream
+        ]  # fmt: skip
+        spans = union((e["ts"], e["ts"] + e["dur"]) for e in on_stream)
+        gaps = (spans[-1][1] - spans[0][0]) - length(spans)
+        split = r.host_wait_us + r.kernel_wait_us + r.other_wait_us
+        assert split == pytest.approx(gaps, abs=2 * len(on_stream) + tolerance_us(key)), key
+
+
+@falsifies(STATEMENTS["overlap"])
+def test_in_every_nccl_trace_some_communication_runs_while_the_gpu_computes():
+    """STATEMENTS['overlap']: communication can hide behind computation. Every shipped trace with NCCL kernels shows
+    some of them overlapping computation kernels, and none is wholly hidden (exposed time exists)."""
+    nccl = [key for key in SHIPPED if recount(key)["overlap_percent"] is not None]
+    assert len(nccl) >= 3
+    for key in nccl:
+        assert 0 < recount(key)["overlap_percent"] < 100, key
