@@ -103,13 +103,12 @@ def _inflated(data: bytes) -> bytes:
 
 
 def _not_other_format(data: bytes) -> None:
-    head = data[:8]
-    if head[:1] == b"\x80" or head[:2] in (b"\x80\x02", b"\x80\x04"):
+    if data[:1] == b"\x80":  # every pickle protocol from 2 on starts with its PROTO opcode
         raise Refused(
             "it is a Python pickle (a memory snapshot from torch.cuda.memory._dump_snapshot is one), not a trace; "
-            "this lab never unpickles a file"
+            "this lab does not unpickle files"
         )
-    if head[:4] == b"PK\x03\x04":
+    if data[:4] == b"PK\x03\x04":
         raise Refused("it is a zip archive, not a trace: upload the .json or .json.gz file itself")
 
 
