@@ -55,7 +55,7 @@ page.sync_url()
 
 def show(reading: Reading) -> None:
     figures.plotly(
-        charts.split_figure(reading, f"{title}: where the GPU's time went"),
+        charts.split_figure(reading, "Where the GPU's time went"),
         lesson.figure_caption("Time split and idle split (HTA)", reading, settings),
         "evidence-split",
     )
@@ -73,7 +73,7 @@ with stage:
     elif isinstance(reading, CpuReading):
         st.warning(lesson.cpu_lines(reading)[0], icon=":material/info:")
         figures.plotly(
-            charts.labels_figure(reading.labels, f"{title}: record_function labels"),
+            charts.labels_figure(reading.labels, "The record_function labels"),
             " · ".join(
                 ["record_function labels, ms per step · no GPU events", *(f"{k} {v}" for k, v in settings.items())]
             ),

@@ -64,8 +64,13 @@ LAB_LINKS = {  # a cause -> (the lab that lets you try its remedy, what to try t
 }
 REMEDIES = {
     "compute": "make the kernels cheaper: lower precision (bf16 autocast, TF32) or fused kernels (torch.compile).",
-    "data": "move less: keep tensors on the GPU, pin host memory and copy with non_blocking=True.",
-    "host": "launch less and stall less: a larger batch, torch.compile or CUDA graphs, and no .item() inside the step.",
+    "data": "move less: keep tensors on the GPU, pin host memory and copy with non_blocking=True; for exposed "
+    "communication, overlap it with compute (DDP's buckets).",
+    "host": (
+        "see what the CPU does while the GPU waits (the CPU rows of the timeline). Launching many short kernels: fuse "
+        "or capture them (torch.compile, CUDA graphs) or use a larger batch. Loading data or running Python: overlap "
+        "it (DataLoader workers, pinned memory). A synchronize inside the step (.item(), .cpu()): move it out."
+    ),
     "kernel_wait": "look at what orders the kernels: stream waits and events between streams.",
 }
 UPLOAD_PRIVACY = (
@@ -196,7 +201,10 @@ def activity_rows(reading: Reading) -> list[dict]:
 
 
 def short(name: str, limit: int = 60) -> str:
-    """A kernel's name without its return type and template arguments, cut to `limit` characters."""
+    """A kernel's name without its return type, template arguments and parameters, cut to `limit` characters; a
+    copy's or a set's name ("Memcpy HtoD (Pinned -> Device)") as it is."""
+    if name.startswith(("Memcpy", "Memset")):
+        return name if len(name) <= limit else name[: limit - 1] + "…"
     name = name.removeprefix("void ")
     depth, kept = 0, []
     for char in name:
@@ -215,18 +223,14 @@ def short(name: str, limit: int = 60) -> str:
 def verdict(reading: Reading) -> tuple[str, str, tuple[str, str]]:
     """What bounds the trace, the remedy to try first, and the lab to try it in: from the time and idle split."""
     bar, cause = questions.bound_key(reading)
-    figure = {"compute": reading.compute_us, "non_compute": reading.non_compute_us, "idle": reading.idle_us}[bar]
-    said = (
-        f"{questions.SPLIT[bar]} is the largest part of HTA's window ({percent(figure, reading.window_us)})"
-        + (
-            f", and on stream {reading.idle_stream} the idle time is mostly "
-            + ("waiting for the host" if cause == "host" else "between kernels or unattributed")
-            if bar == "idle"
-            else ""
-        )
-        + f": {BOUND_CAUSES[cause].lower()}."
-    )
-    return said, f"First try to {REMEDIES[cause]}", LAB_LINKS[cause]
+    figure = questions.split_values(reading)[bar]
+    said = f"{questions.SPLIT[bar]} is the largest part of HTA's window ({percent(figure, reading.window_us)})"
+    if bar == "idle":
+        idle = reading.host_wait_us + reading.kernel_wait_us + reading.other_wait_us
+        waited = reading.host_wait_us if cause == "host" else idle - reading.host_wait_us
+        kind = "waiting for the host" if cause == "host" else "between kernels or unattributed"
+        said += f", and {percent(waited, idle)} of stream {reading.idle_stream}'s idle time is {kind}"
+    return f"{said}. What bounds it: {BOUND_CAUSES[cause]}.", f"First, {REMEDIES[cause]}", LAB_LINKS[cause]
 
 
 def graded_line(question: Question, grade: Grade) -> str:
