@@ -22,9 +22,9 @@ SHORT = {
     "GPU computing": "computing",
     "GPU copying, setting or communicating": "copies, comms",
     "GPU idle": "idle",
-    "Waiting for the host": "host wait",
-    "Waiting between kernels": "kernel wait",
-    "Other idle": "other",
+    "Host wait": "host wait",
+    "Kernel wait (launch overhead)": "kernel wait",
+    "Other (held back on the GPU)": "other",
 }
 
 
@@ -38,9 +38,9 @@ def split_rows(reading: Reading) -> list[tuple[str, str, float, float]]:
     ]
     idle_total = reading.host_wait_us + reading.kernel_wait_us + reading.other_wait_us or 1.0
     idle = [
-        ("Idle split", "Waiting for the host", reading.host_wait_us),
-        ("Idle split", "Waiting between kernels", reading.kernel_wait_us),
-        ("Idle split", "Other idle", reading.other_wait_us),
+        ("Idle split", "Host wait", reading.host_wait_us),
+        ("Idle split", "Kernel wait (launch overhead)", reading.kernel_wait_us),
+        ("Idle split", "Other (held back on the GPU)", reading.other_wait_us),
     ]
     return [(g, b, us / 1000, 100 * us / window) for g, b, us in split] + [
         (g, b, us / 1000, 100 * us / idle_total) for g, b, us in idle
@@ -51,7 +51,7 @@ def split_figure(reading: Reading, title: str) -> go.Figure:
     """Two stacked horizontal bars of percentages: where the GPU's window went, and why its busiest stream sat idle."""
     figure = go.Figure()
     rows = split_rows(reading)
-    stream = f"Idle, stream {reading.idle_stream}" if reading.idle_stream is not None else "Idle"
+    stream = f"Stream {reading.idle_stream} idle" if reading.idle_stream is not None else "Idle"
     for (group, bar, ms, percent), colour in zip(rows, SPLIT_COLOURS + IDLE_COLOURS, strict=True):
         figure.add_bar(
             y=["GPU window" if group == "Time split" else stream],
@@ -64,7 +64,7 @@ def split_figure(reading: Reading, title: str) -> go.Figure:
             hovertemplate=f"{bar}: {ms:,.2f} ms ({percent:.1f}%)<extra></extra>",
         )
     figure.update_layout(barmode="stack", showlegend=False)  # each part named in its bar; all in the reading below
-    figure.update_xaxes(title_text="% of the bar's whole", range=[0, 100])
+    figure.update_xaxes(title_text="% of the GPU window (top), of the stream's idle time (bottom)", range=[0, 100])
     figure.update_yaxes(autorange="reversed")
     return chartroom.style(figure, title, height=230)
 

@@ -19,9 +19,10 @@ DOCS = "https://pytorch.org/docs/stable"
 STATEMENTS = {
     "idle": Statement(
         text=(
-            "HTA splits a stream's idle time three ways: host wait (the stream had no queued work: the CPU had not "
-            "launched the next kernel yet), kernel wait (a short gap between consecutive kernels, under HTA's "
-            "threshold of 30 µs by default) and other (idle it cannot attribute)."
+            "HTA splits a stream's idle time three ways: host wait (the next kernel's launch call began after the "
+            "previous kernel ended: the queue ran dry), kernel wait (a short gap, under 30 µs by default, between "
+            "back-to-back kernels: launch overhead, which fusion or CUDA graphs reduce) and other (idle it cannot "
+            "put on the host, such as a kernel held back by an event from another stream)."
         ),
         scope="HolisticTraceAnalysis 0.5.0's get_idle_time_breakdown, per GPU stream, on Kineto traces",
         source=f"{HTA_DOCS}/idle_time_breakdown.html",
@@ -29,8 +30,9 @@ STATEMENTS = {
     "sync": Statement(
         text=(
             "`.item()`, `.cpu()`, `.tolist()`, printing a CUDA tensor and `torch.cuda.synchronize()` make the CPU "
-            "wait until the GPU has done the work queued before them. In a trace the wait is a runtime call such "
-            "as cudaStreamSynchronize (inside aten::_local_scalar_dense for `.item()`) or cudaDeviceSynchronize."
+            "wait until the GPU has done the work queued before them. In a trace the wait is a runtime call that "
+            "holds the CPU while the GPU works: a synchronize (cudaStreamSynchronize, cudaDeviceSynchronize), or "
+            "the device-to-host copy into pageable memory that `.item()` makes inside aten::_local_scalar_dense."
         ),
         scope="CUDA or ROCm tensors; a CPU tensor's .item() waits for nothing. "
         "`torch.cuda.set_sync_debug_mode('warn')` reports such calls as they happen",
@@ -59,25 +61,40 @@ LAB_LINKS = {  # a cause -> (the lab that lets you try its remedy, what to try t
     "compute": ("pages/14_Precision.py", "Precision lab: lower precision for the same kernels"),
     "data": ("pages/4_Memory.py", "Memory lab: what a batch holds, and what moves"),
     "host": ("pages/13_Compile.py", "Compile lab: fewer, fused launches"),
-    "kernel_wait": ("pages/3_Profiler.py", "Profiler lab: find what the step waits on"),
+    "deps": ("pages/3_Profiler.py", "Profiler lab: find what the step waits on"),
+    "one-time": ("pages/3_Profiler.py", "Profiler lab: warm-up steps, then the profiled ones"),
     "exposed": ("pages/6_DDP.py", "DDP lab: buckets and overlap"),
 }
 REMEDIES = {
-    "compute": "make the kernels cheaper: lower precision (bf16 autocast, TF32) or fused kernels (torch.compile).",
+    "compute": "make the kernels cheaper: lower precision (bf16 autocast, TF32) and fused kernels (torch.compile); "
+    "elementwise and normalisation kernels, bound by memory, gain more from fusion than from precision.",
+    "compute-pre-ampere": "make the kernels cheaper: fp16 autocast with a GradScaler (this card, compute capability "
+    "{major}, has no TF32 and no fast bf16) and fused kernels (torch.compile); elementwise and normalisation kernels, "
+    "bound by memory, gain more from fusion than from precision.",
     "data": "move less: keep tensors on the GPU, pin host memory and copy with non_blocking=True; for exposed "
-    "communication, overlap it with compute (DDP's buckets).",
+    "communication, overlap it with compute (DDP's gradient buckets, a pipelined all-to-all) and check for a slow "
+    "peer: a collective's kernel time includes waiting for the other ranks.",
     "host": (
         "see what the CPU does while the GPU waits (the CPU rows of the timeline). Launching many short kernels: fuse "
         "or capture them (torch.compile, CUDA graphs) or use a larger batch. Loading data or running Python: overlap "
         "it (DataLoader workers, pinned memory). A synchronize inside the step (.item(), .cpu()): move it out."
     ),
-    "kernel_wait": "look at what orders the kernels: stream waits and events between streams.",
+    "deps": "look at what holds queued work back: events and waits between streams, and the peers of a collective "
+    "(a slow rank makes every other one wait).",
+    "one-time": "read a steady-state step: one gap of {gap} holds {share} of the idle time, a one-time cost (start-up, "
+    "a first call's setup) that a later step does not pay. Profile with torch.profiler.schedule(wait=1, warmup=1, "
+    "active=3) and read the active steps.",
 }
+ONE_TIME_SHARE = 0.5  # one gap holding at least this share of the GPU's idle time is read as a one-time cost
 UPLOAD_PRIVACY = (
     "Your file is read in this server's memory and a worker process for this session; it is not saved, and it is "
     "gone when your session ends. Whoever runs this server (its operator) could see it while it is here."
 )
 NOT_SCORED = "Your own trace: the questions are graded, not scored."
+
+
+def many(n: int, one: str, more: str) -> str:
+    return f"{n:,} {one if n == 1 else more}"
 
 
 def ms(us: float) -> str:
@@ -104,17 +121,27 @@ def figure_caption(what: str, reading: Reading, settings: dict) -> str:
 def split_line(reading: Reading) -> str:
     w = reading.window_us
     dropped = reading.gpu_events - reading.gpu_events_hta
-    kept = (
-        f" HTA kept {reading.gpu_events_hta:,} of the file's {reading.gpu_events:,} GPU events as it parsed it, "
-        "so these shares leave the other "
-        f"{dropped:,} out."
-        if dropped > 0
-        else ""
-    )
+    notes = []
+    if dropped > 0:
+        notes.append(
+            f"HTA kept {reading.gpu_events_hta:,} of the file's {reading.gpu_events:,} GPU kernels, copies and sets "
+            f"as it parsed it: these shares leave the other {dropped:,} out"
+        )
+    if reading.fractional_times:
+        notes.append("this trace times events to fractions of a µs, and HTA counts whole µs")
     return (
-        f"HTA's window runs from the first GPU event's start to the last one's end: {ms(w)}. In it the GPU computed "
-        f"for {percent(reading.compute_us, w)}, copied, set memory or communicated for "
-        f"{percent(reading.non_compute_us, w)} and sat idle for {percent(reading.idle_us, w)}.{kept}"
+        f"HTA's window runs from the first GPU kernel, copy or set's start to the last one's end: {ms(w)}. In it the "
+        f"GPU computed for {percent(reading.compute_us, w)}, copied, set memory or communicated for "
+        f"{percent(reading.non_compute_us, w)} and sat idle for {percent(reading.idle_us, w)}."
+        + "".join(f" Note: {note}." for note in notes)
+    )
+
+
+def gap_line(reading: Reading) -> str:
+    return (
+        f"The longest stretch with no GPU work is {ms(reading.largest_gap_us)}, from "
+        f"{ms(reading.largest_gap_start_us)} into the window: {percent(reading.largest_gap_us, reading.idle_us)} of "
+        "the idle time (counted from the events)."
     )
 
 
@@ -122,48 +149,60 @@ def idle_line(reading: Reading) -> str:
     if reading.idle_stream is None:
         return "HTA found no GPU stream to split idle time on."
     return (
-        f"On stream {reading.idle_stream}, the one with the most GPU time, HTA counts {ms(reading.host_wait_us)} "
-        f"idle waiting for the host, {ms(reading.kernel_wait_us)} between kernels and {ms(reading.other_wait_us)} "
-        "other."
+        f"On stream {reading.idle_stream}, the one with the most kernels, copies and sets, HTA counts "
+        f"{ms(reading.host_wait_us)} of host wait, {ms(reading.kernel_wait_us)} of kernel wait and "
+        f"{ms(reading.other_wait_us)} of other idle time (each stream has its own idle time, so this is not the "
+        "whole GPU's)."
     )
 
 
 def launch_line(reading: Reading) -> str:
     if not reading.launches:
-        return "HTA matched no kernel to its launch call in this trace (no correlation ids it could join)."
+        return "No kernel could be joined to its launch call in this trace (no correlation ids to join them by)."
+    who = (
+        f"HTA matched {many(reading.launches, 'launch', 'launches')} to their GPU work"
+        if reading.launch_source == "HTA"
+        else f"Joined by correlation id, {many(reading.launches, 'launch', 'launches')} reach their GPU work "
+        "(HTA's launch statistics match CUDA's launch calls by name, not this trace's)"
+    )
+    graphs = (
+        f" The {many(reading.graph_launches, 'cudaGraphLaunch call', 'cudaGraphLaunch calls')} replaying CUDA graphs "
+        "are not among them."
+        if reading.graph_launches
+        else ""
+    )
     queue = (
-        f" Up to {reading.queue_length_max:.0f} operations were queued on stream {reading.idle_stream} (median "
-        f"{reading.queue_length_median:.0f})."
+        f" Up to {many(round(reading.queue_length_max), 'operation', 'operations')} were queued on stream "
+        f"{reading.idle_stream} (median {reading.queue_length_median:.0f})."
         if reading.queue_length_max is not None
         else ""
     )
     return (
-        f"HTA matched {reading.launches:,} launches to their GPU work: the median started "
-        f"{ms(reading.launch_delay_median_us)} after its launch call returned, the 95th percentile "
-        f"{ms(reading.launch_delay_p95_us)}.{queue}"
+        f"{who}: the median started {ms(reading.launch_delay_median_us)} after its launch call returned, the 95th "
+        f"percentile {ms(reading.launch_delay_p95_us)}.{graphs}{queue}"
     )
 
 
 def blocking_line(reading: Reading) -> str:
     if not reading.blocking_count:
-        return "No blocking call (a synchronize or a synchronous copy) in this trace."
+        return "No blocking call (a synchronize, or a copy that held the CPU while the GPU copied) in this trace."
     longest = max(reading.blocking, key=lambda b: b.dur_us)
     where = f"inside {longest.op}" if longest.op else "outside every recorded CPU op"
     return (
-        f"{reading.blocking_count:,} blocking calls held the CPU for {ms(reading.blocking_us)} in all; the longest, "
-        f"{longest.call} {where}, held it {ms(longest.dur_us)}."
+        f"{many(reading.blocking_count, 'blocking call', 'blocking calls')} held the CPU for "
+        f"{ms(reading.blocking_us)} in all; the longest, {longest.call} {where}, held it {ms(longest.dur_us)}."
     )
 
 
 def overlap_line(reading: Reading) -> str | None:
     if not reading.communication_us:
         return None
+    total = f"Communication kernels ran {ms(reading.communication_us)} (summed over streams; a collective's kernel"
+    total += " time includes waiting for the other ranks)"
     if reading.overlap_percent is None:
-        return f"Communication kernels ran {ms(reading.communication_us)}; HTA could not compute their overlap."
-    return (
-        f"Communication kernels ran {ms(reading.communication_us)} (summed over streams); HTA finds "
-        f"{reading.overlap_percent:.1f}% of communication time overlapped computation."
-    )
+        return f"{total}; HTA could not compute their overlap."
+    kept = " of the communication time it kept" if reading.gpu_events_hta < reading.gpu_events else ""
+    return f"{total}; HTA finds {reading.overlap_percent:.1f}%{kept} overlapped computation."
 
 
 def blocking_rows(reading: Reading) -> list[dict]:
@@ -227,10 +266,17 @@ def verdict(reading: Reading) -> tuple[str, str, tuple[str, str]]:
     said = f"{questions.SPLIT[bar]} is the largest part of HTA's window ({percent(figure, reading.window_us)})"
     if bar == "idle":
         idle = reading.host_wait_us + reading.kernel_wait_us + reading.other_wait_us
-        waited = reading.host_wait_us if cause == "host" else idle - reading.host_wait_us
-        kind = "waiting for the host" if cause == "host" else "between kernels or unattributed"
-        said += f", and {percent(waited, idle)} of stream {reading.idle_stream}'s idle time is {kind}"
-    return f"{said}. What bounds it: {BOUND_CAUSES[cause]}.", f"First, {REMEDIES[cause]}", LAB_LINKS[cause]
+        host = reading.host_wait_us + reading.kernel_wait_us
+        waited, kind = (host, "host or kernel wait") if cause == "host" else (reading.other_wait_us, "other")
+        said += f", and HTA puts {percent(waited, idle)} of stream {reading.idle_stream}'s idle time down to {kind}"
+    said = f"{said}. What bounds it: {BOUND_CAUSES[cause]}."
+    if bar == "idle" and reading.largest_gap_us >= ONE_TIME_SHARE * reading.idle_us:
+        share = percent(reading.largest_gap_us, reading.idle_us)
+        remedy = REMEDIES["one-time"].format(gap=ms(reading.largest_gap_us), share=share)
+        return said, f"First, {remedy}", LAB_LINKS["one-time"]
+    if cause == "compute" and reading.compute_major is not None and reading.compute_major < 8:
+        return said, f"First, {REMEDIES['compute-pre-ampere'].format(major=reading.compute_major)}", LAB_LINKS[cause]
+    return said, f"First, {REMEDIES[cause]}", LAB_LINKS[cause]
 
 
 def graded_line(question: Question, grade: Grade) -> str:
@@ -254,7 +300,7 @@ def not_read(name: str, reason: str) -> str:
 
 
 def reading_lines(reading: Reading) -> list[str]:
-    lines = [split_line(reading), idle_line(reading), launch_line(reading), blocking_line(reading)]
+    lines = [split_line(reading), gap_line(reading), idle_line(reading), launch_line(reading), blocking_line(reading)]
     overlap = overlap_line(reading)
     return lines + ([overlap] if overlap else [])
 

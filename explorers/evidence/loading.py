@@ -51,6 +51,7 @@ class Trace:
     cards: tuple[str, ...]  # deviceProperties' names, one per GPU, as the trace recorded them
     rank: int | None  # distributedInfo's rank and world size, where recorded
     world_size: int | None
+    compute_major: int | None = None  # the first GPU's compute capability (7 for a V100, 8 for an A100)
     skipped: int = 0  # events dropped for a missing or negative field
     counts: dict[str, int] = field(default_factory=dict)  # events by category, as read
 
@@ -155,7 +156,11 @@ def _trace(document: object) -> Trace:
         _name(p["name"]) for p in properties if isinstance(p, dict) and isinstance(p.get("name"), str)
     ) if isinstance(properties, list) else ()  # fmt: skip
     info = document.get("distributedInfo") if isinstance(document.get("distributedInfo"), dict) else {}
-    return Trace(tuple(events), cards, _count(info.get("rank")), _count(info.get("world_size")), skipped, counts)
+    first = properties[0] if isinstance(properties, list) and properties and isinstance(properties[0], dict) else {}
+    rank, world, major = (
+        _count(value) for value in (info.get("rank"), info.get("world_size"), first.get("computeMajor"))
+    )
+    return Trace(tuple(events), cards, rank, world, major, skipped, counts)
 
 
 def _event(raw: object) -> dict | None:

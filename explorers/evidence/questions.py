@@ -22,8 +22,8 @@ SPLIT = {
 BOUND_CAUSES = {
     "compute": "Its kernels: the GPU is busy computing",
     "data": "Data movement or communication on the GPU",
-    "host": "The host: the GPU waits for the CPU to launch work",
-    "kernel_wait": "The GPU's own waits between kernels (dependencies between streams, events)",
+    "host": "The host: the GPU's queue runs dry, waiting for the CPU to launch work",
+    "deps": "Waits on the GPU's side: queued work held back by events, other streams or peers",
 }
 HIDDEN_CAUSES = {
     "hidden": "Mostly hidden: more than half of it overlaps computation",
@@ -58,15 +58,17 @@ def split_values(reading: Reading) -> dict[str, float]:
 
 
 def bound_key(reading: Reading) -> tuple[str, str]:
-    """The largest bar of the time split, and the cause it points to (an idle GPU: by its idle split)."""
+    """The largest bar of the time split, and what it points to. An idle GPU is read by its idle split: HTA's host
+    wait and kernel wait (short gaps between back-to-back kernels: launch overhead) are the host's; its "other" is
+    work that was queued and held back on the GPU's side."""
     values = split_values(reading)
     largest = max(values, key=values.get)
     if largest == "compute":
         return largest, "compute"
     if largest == "non_compute":
         return largest, "data"
-    waits = reading.kernel_wait_us + reading.other_wait_us
-    return largest, "host" if reading.host_wait_us >= waits else "kernel_wait"
+    host = reading.host_wait_us + reading.kernel_wait_us
+    return largest, "host" if host >= reading.other_wait_us else "deps"
 
 
 def blocking_label(index: int, reading: Reading) -> str:
@@ -74,9 +76,25 @@ def blocking_label(index: int, reading: Reading) -> str:
     return f"{index + 1}. {call.call} at {call.start_us / 1000:,.1f} ms, {call.dur_us / 1000:,.2f} ms"
 
 
+MIN_SYNC_CHOICES = 3  # fewer calls to pick from give the answer away
+CLEAR_LEAD = 1.25  # the longest call at least this many times the next, so the pick is a reading, not a coin toss
+
+
+def longest_wait(reading: Reading) -> int | None:
+    """The row of the longest blocking call inside a CPU op, where at least three such calls are shown and it leads
+    the next by a clear margin; None otherwise (no question is asked)."""
+    inside = sorted(
+        (i for i, call in enumerate(reading.blocking) if call.op), key=lambda i: -reading.blocking[i].dur_us
+    )
+    if len(inside) < MIN_SYNC_CHOICES:
+        return None
+    first, second = (reading.blocking[i].dur_us for i in inside[:2])
+    return inside[0] if first >= CLEAR_LEAD * second else None
+
+
 def questions(reading: Reading) -> tuple[Question, ...]:
     found = [_bound(reading)]
-    if any(call.op for call in reading.blocking):
+    if longest_wait(reading) is not None:
         found.append(_sync(reading))
     if reading.communication_us > 0 and reading.overlap_percent is not None:
         found.append(_hidden(reading))
@@ -96,16 +114,16 @@ def _bound(reading: Reading) -> Question:
 
 
 def _sync(reading: Reading) -> Question:
-    """The calls made inside a CPU op (one outside every op, such as the profiler's own last synchronize, names no
-    cause); the longest of them is the answer."""
+    """The calls made inside a CPU op (one outside every op, such as a benchmark's own torch.cuda.synchronize(),
+    names no op); the longest of them is the answer."""
     inside = [i for i, call in enumerate(reading.blocking) if call.op]
-    longest = max(inside, key=lambda i: (reading.blocking[i].dur_us, -i))
+    longest = longest_wait(reading)
     # every op the table names (innermost, outermost, the launcher of the work waited for), so there is a choice
     ops = sorted({name or NO_OP for c in reading.blocking for name in (c.op, c.outer, c.launched_by)} | {NO_OP})
     return Question(
         "sync",
-        "Inside the CPU's ops, where does the CPU wait longest for the GPU, and which op made it wait? "
-        "Pick the call, then the op.",
+        "Inside the CPU's ops, where is the CPU held longest while the GPU works, and which op (the innermost) "
+        "made the call? Pick the call, then the op.",
         tuple(blocking_label(i, reading) for i in inside),
         tuple(ops),
         blocking_label(longest, reading),
@@ -117,7 +135,7 @@ def _hidden(reading: Reading) -> Question:
     return Question(
         "hidden",
         "Is this trace's communication hidden behind computation? Pick the figure that says, then the answer.",
-        tuple(SPLIT.values()) + (OVERLAP_EVIDENCE,),
+        (SPLIT["non_compute"], COMMUNICATION_EVIDENCE, OVERLAP_EVIDENCE, SPLIT["idle"]),
         tuple(HIDDEN_CAUSES.values()),
         OVERLAP_EVIDENCE,
         HIDDEN_CAUSES["hidden" if reading.overlap_percent > 50 else "exposed"],
@@ -125,6 +143,7 @@ def _hidden(reading: Reading) -> Question:
 
 
 OVERLAP_EVIDENCE = "Communication overlapped with computation (HTA)"
+COMMUNICATION_EVIDENCE = "Communication kernels' total time"
 
 
 def grade(question: Question, evidence: str | None, cause: str | None) -> Grade:

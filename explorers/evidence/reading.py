@@ -3,14 +3,19 @@
 HolisticTraceAnalysis (HTA, the field's own tool) computes the time split, the idle split, the
 activity shares, kernel launch delays, queue lengths and the communication overlap. It reads a
 trace from a file and keys it by rank, so the cleaned events (explorers/evidence/loading.py) are
-written to a private temporary file first, as rank 0 where the trace records none. HTA has no
-figure for these, so they are counted here from the events:
+written to a private temporary file first, as rank 0 where the trace records none, without the
+GPU-side sync markers (`cuda_sync`: "Stream Sync", "Context Sync"), which HTA would count as GPU
+work. HTA has no figure for these, so they are counted here from the events:
 
 - the top kernels by total time (HTA's kernel table folds all but the top few into "others");
-- blocking calls: the runtime calls that hold the CPU until the GPU is done (`BLOCKING`), where in
-  the step each falls, the CPU op around it (found by nesting on its thread) and the GPU work it
-  waited for (the GPU event that ended last while it held the CPU, and the op that launched that
-  work, joined through the trace's correlation ids, which its flow events also carry);
+- blocking calls: the runtime calls that hold the CPU while the GPU works: a synchronize
+  (`SYNCHRONIZE`), or a copy call whose GPU copy (joined by correlation id) begins before the call
+  returns, as a copy to or from pageable memory does. For each: where in the step it falls, the
+  innermost CPU op around it on its thread (by nesting), and the GPU work it waited for with the op
+  that launched it (joined through correlation ids, which the trace's flow events also carry);
+- launch delays where HTA finds none (its launch statistics match CUDA's launch calls by name, not
+  ROCm's hipLaunchKernel): joined by correlation id instead;
+- the largest idle gap on the GPU, which tells a one-time cost from a steady one;
 - one step's timeline.
 
 `read(trace)` returns a `Reading` of plain numbers and names: the page, the questions and the
@@ -31,12 +36,14 @@ from pathlib import Path
 
 from explorers.evidence.loading import GPU_CATEGORIES, Trace
 
-# Calls that return only when the GPU has finished the work they wait for (CUDA's and ROCm's names). A
-# cudaMemcpyAsync into pageable host memory can block too; it is not counted, as the trace cannot say which did.
-BLOCKING = frozenset({
-    "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy",
-    "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize", "hipMemcpy", "hipMemcpyWithStream",
+SYNCHRONIZE = frozenset({
+    "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
+    "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize",
 })  # fmt: skip
+# Copy calls: blocking when their GPU copy begins before the call returns (cudaMemcpy; an Async one to or from
+# pageable memory, staged piece by piece through a pinned buffer)
+COPY_CALLS = frozenset({"cudaMemcpy", "cudaMemcpyAsync", "hipMemcpy", "hipMemcpyAsync", "hipMemcpyWithStream"})
+CPU_OPS = frozenset({"cpu_op"})
 CPU_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function"})
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 STEP_PREFIX = "ProfilerStep#"
@@ -55,14 +62,14 @@ class Kernel:
 
 @dataclass(frozen=True)
 class Blocking:
-    call: str  # the runtime call, e.g. cudaStreamSynchronize
+    call: str  # the runtime call, e.g. cudaStreamSynchronize or cudaMemcpyAsync
     start_us: float  # from the window's start
     dur_us: float
     step: str | None  # the ProfilerStep it falls in
     step_fraction: float | None  # how far into that step it began (0 to 1)
-    op: str | None  # the innermost CPU op around it on its thread
-    outer: str | None  # the outermost one (a module, an annotation, the step's own code)
-    waited_for: str | None  # the GPU work that ended last while it held the CPU
+    op: str | None  # the innermost CPU op (cpu_op) around it on its thread
+    outer: str | None  # the outermost op or record_function label around it
+    waited_for: str | None  # the GPU work that ended last while it held the CPU (for a copy: its own copy)
     launched_by: str | None  # the CPU op that launched that work
 
 
@@ -78,19 +85,23 @@ class Span:
 @dataclass(frozen=True)
 class Reading:
     cards: tuple[str, ...]
+    compute_major: int | None
     rank: int | None
     world_size: int | None
     events: int
     skipped: int
     steps: tuple[str, ...]
-    # HTA's temporal breakdown, over its window: the first GPU kernel's start to the last one's end
+    # HTA's temporal breakdown, over its window: the first GPU kernel, copy or set's start to the last one's end
     window_us: float
-    gpu_events: int  # the file's GPU-side spans (kernels, copies, sets, sync markers on a stream)
+    gpu_events: int  # the file's kernels, copies and sets
     gpu_events_hta: int  # of them, those HTA kept as it parsed (it drops some: the page says how many)
+    fractional_times: bool  # times with fractions of a µs, which HTA counts in whole µs
     compute_us: float
     non_compute_us: float
     idle_us: float
-    # HTA's idle-time breakdown on the stream with the most GPU time
+    largest_gap_us: float  # the longest stretch with no GPU work, counted from the events
+    largest_gap_start_us: float  # from the window's start
+    # HTA's idle-time breakdown on the stream with the most kernels, copies and sets
     idle_stream: int | None
     host_wait_us: float
     kernel_wait_us: float
@@ -98,16 +109,18 @@ class Reading:
     # HTA's kernel breakdown by type, summed over streams (rows as HTA names them, "X overlapping Y" included)
     activity: tuple[tuple[str, float], ...]
     top_kernels: tuple[Kernel, ...]
-    # HTA's launch statistics: kernel start minus its launch call's end, in microseconds
+    # kernel start minus its launch call's end, in microseconds: HTA's, or counted by correlation id
+    launch_source: str  # "HTA" or "correlation"
     launches: int
     launch_delay_median_us: float | None
     launch_delay_p95_us: float | None
-    queue_length_max: float | None  # HTA's queue length summary on the busiest stream
+    graph_launches: int  # cudaGraphLaunch calls: work replayed from CUDA graphs, which HTA's launch figures omit
+    queue_length_max: float | None  # HTA's queue length summary on the idle split's stream
     queue_length_median: float | None
     blocking: tuple[Blocking, ...]  # the longest, in time order
     blocking_count: int
     blocking_us: float
-    communication_us: float  # NCCL/RCCL kernel time
+    communication_us: float  # NCCL/RCCL kernel time, summed over streams
     overlap_percent: float | None  # HTA: the share of communication time that overlapped computation
     timeline: tuple[Span, ...]
     timeline_title: str
@@ -116,10 +129,6 @@ class Reading:
     @property
     def card(self) -> str | None:
         return self.cards[0] if self.cards else None
-
-    @property
-    def busy_us(self) -> float:
-        return self.compute_us + self.non_compute_us
 
 
 def kind_of(event: dict) -> str:
@@ -140,20 +149,31 @@ def read(trace: Trace) -> Reading:
     window_start = min(e["ts"] for e in gpu)
     hta = _hta(trace)
     steps = sorted((e for e in events if e["ph"] == "X" and e["name"].startswith(STEP_PREFIX)), key=lambda e: e["ts"])
+    steps = [s for s in steps if s["cat"] in CPU_CATEGORIES] or steps  # a step's CPU mark (its GPU copy repeats it)
     blocking = _blocking(events, gpu, steps, window_start)
-    shown = sorted(sorted(blocking, key=lambda b: -b.dur_us)[:MAX_BLOCKING_SHOWN], key=lambda b: b.start_us)
-    timeline, title, length = _timeline(events, steps, gpu)
+    longest = sorted((b for _, b in blocking), key=lambda b: -b.dur_us)[:MAX_BLOCKING_SHOWN]
+    shown = sorted(longest, key=lambda b: b.start_us)
+    gap, gap_start = _largest_gap(gpu)
+    timeline, title, length = _timeline(events, steps, gpu, {id(call) for call, _ in blocking})
+    if not hta["launches"]:
+        hta.update(_launches_by_correlation(events, gpu))
     return Reading(
         cards=trace.cards,
+        compute_major=trace.compute_major,
         rank=trace.rank,
         world_size=trace.world_size,
         events=len(events),
         skipped=trace.skipped,
         steps=tuple(dict.fromkeys(e["name"] for e in steps)),
+        gpu_events=len(gpu),
+        fractional_times=any(e["ts"] % 1 or e["dur"] % 1 for e in gpu),
+        largest_gap_us=gap,
+        largest_gap_start_us=gap_start - window_start,
         top_kernels=_top_kernels(gpu),
+        graph_launches=sum(e["name"] in ("cudaGraphLaunch", "hipGraphLaunch") for e in events),
         blocking=tuple(shown),
         blocking_count=len(blocking),
-        blocking_us=sum(b.dur_us for b in blocking),
+        blocking_us=sum(b.dur_us for _, b in blocking),
         communication_us=sum(e["dur"] for e in gpu if e["cat"] == "kernel" and is_communication(e["name"])),
         timeline=timeline,
         timeline_title=title,
@@ -171,7 +191,7 @@ def _hta(trace: Trace) -> dict:
         "schemaVersion": 1,
         "deviceProperties": [{"id": i, "name": name} for i, name in enumerate(trace.cards)],
         "distributedInfo": {"rank": rank},
-        "traceEvents": list(trace.events),
+        "traceEvents": [e for e in trace.events if e["cat"] != "cuda_sync"],
     }
     with tempfile.TemporaryDirectory(prefix="evidence-") as folder, _quiet():
         path = Path(folder) / "trace.json"
@@ -180,36 +200,44 @@ def _hta(trace: Trace) -> dict:
         temporal = analysis.get_temporal_breakdown(visualize=False).iloc[0]
         idle = analysis.get_idle_time_breakdown(ranks=[rank], visualize=False)[0]
         kinds, _ = analysis.get_gpu_kernel_breakdown(visualize=False, include_memory_kernels=True)
-        launches = analysis.get_cuda_kernel_launch_stats(ranks=[rank], visualize=False).get(rank)
-        queues = analysis.get_queue_length_summary(ranks=[rank])
-        overlap = analysis.get_comm_comp_overlap(visualize=False)
+        # Launch statistics, queue lengths and overlap are each left out (None) where HTA cannot compute them for
+        # this trace (it asserts, e.g., one runtime call per kernel when it counts queue lengths)
+        launches = _optional(lambda: analysis.get_cuda_kernel_launch_stats(ranks=[rank], visualize=False).get(rank))
+        queues = _optional(lambda: analysis.get_queue_length_summary(ranks=[rank]))
+        overlap = _optional(lambda: analysis.get_comm_comp_overlap(visualize=False))
         frame = analysis.t.get_trace(rank)
-    busiest = _busiest_stream(frame)
-    on_streams = [e for e in trace.events if e["ph"] == "X" and "stream" in e.get("args", {})]
-    gpu_events = sum(e["cat"] in GPU_CATEGORIES | {"cuda_sync"} for e in on_streams)
-    own = idle[idle["stream"] == busiest].set_index("idle_category")["idle_time"] if busiest is not None else {}
+    stream = _main_stream(frame)
+    own = idle[idle["stream"] == stream].set_index("idle_category")["idle_time"] if stream is not None else {}
     delays = sorted(launches["launch_delay"].tolist()) if launches is not None and len(launches) else []
-    queue = _queue(queues, busiest)
-    overlap_value = float(overlap["comp_comm_overlap_pctg"].iloc[0]) if len(overlap) else math.nan
+    queue = _queue(queues, stream)
+    overlap_value = math.nan
+    if overlap is not None and len(overlap):
+        overlap_value = float(overlap["comp_comm_overlap_pctg"].iloc[0])
     return {
         "window_us": float(temporal["kernel_time(us)"]),
-        "gpu_events": gpu_events,
         "gpu_events_hta": int((frame["stream"] >= 0).sum()),
         "compute_us": float(temporal["compute_time(us)"]),
         "non_compute_us": float(temporal["non_compute_time(us)"]),
         "idle_us": float(temporal["idle_time(us)"]),
-        "idle_stream": busiest,
+        "idle_stream": stream,
         "host_wait_us": float(own.get("host_wait", 0.0)),
         "kernel_wait_us": float(own.get("kernel_wait", 0.0)),
         "other_wait_us": float(own.get("other", 0.0)),
         "activity": tuple((str(row.kernel_type), float(row.sum)) for row in kinds.itertuples()),
+        "launch_source": "HTA",
         "launches": len(delays),
-        "launch_delay_median_us": statistics.median(delays) if delays else None,
-        "launch_delay_p95_us": delays[min(len(delays) - 1, math.ceil(0.95 * len(delays)) - 1)] if delays else None,
+        **_percentiles(delays),
         "queue_length_max": queue[0],
         "queue_length_median": queue[1],
         "overlap_percent": None if math.isnan(overlap_value) else overlap_value,
     }
+
+
+def _optional(analysis):
+    try:
+        return analysis()
+    except Exception:  # noqa: BLE001 - HTA's asserts and pandas errors on a trace it cannot read this way
+        return None
 
 
 class _quiet:
@@ -227,11 +255,13 @@ class _quiet:
         self._warnings.__exit__(*exc)
 
 
-def _busiest_stream(frame) -> int | None:
+def _main_stream(frame) -> int | None:
+    """The stream with the most kernels, copies and sets (a long collective on a side stream can hold more time)."""
     gpu = frame[frame["stream"] >= 0]
     if not len(gpu):
         return None
-    return int(gpu.groupby("stream")["dur"].sum().idxmax())
+    counts = gpu.groupby("stream").size()
+    return int(counts.idxmax())
 
 
 def _queue(queues, stream: int | None) -> tuple[float | None, float | None]:
@@ -244,6 +274,37 @@ def _queue(queues, stream: int | None) -> tuple[float | None, float | None]:
     return float(rows["max"].iloc[0]), float(rows["50%"].iloc[0])
 
 
+def _percentiles(delays: list[float]) -> dict:
+    if not delays:
+        return {"launch_delay_median_us": None, "launch_delay_p95_us": None}
+    return {
+        "launch_delay_median_us": statistics.median(delays),
+        "launch_delay_p95_us": delays[min(len(delays) - 1, math.ceil(0.95 * len(delays)) - 1)],
+    }
+
+
+def _launches_by_correlation(events, gpu: list[dict]) -> dict:
+    """Launch delays where HTA found none: each GPU event's start minus the end of the runtime call with its
+    correlation id."""
+    calls = {_correlation(e): e for e in events if e["ph"] == "X" and e["cat"] in RUNTIME_CATEGORIES}
+    delays = sorted(
+        work["ts"] - (call["ts"] + call["dur"])
+        for work in gpu
+        if (call := calls.get(_correlation(work))) is not None and _correlation(work) is not None
+    )
+    return {"launch_source": "correlation", "launches": len(delays), **_percentiles(delays)} if delays else {}
+
+
+def _largest_gap(gpu: list[dict]) -> tuple[float, float]:
+    """The longest stretch between the first and the last GPU work with nothing running, and where it starts."""
+    best, start, reach = 0.0, gpu[0]["ts"], -math.inf
+    for e in sorted(gpu, key=lambda e: e["ts"]):
+        if reach > -math.inf and e["ts"] - reach > best:
+            best, start = e["ts"] - reach, reach
+        reach = max(reach, e["ts"] + e["dur"])
+    return best, start
+
+
 def _top_kernels(gpu: list[dict]) -> tuple[Kernel, ...]:
     totals: dict[str, list] = {}
     for event in gpu:
@@ -254,40 +315,57 @@ def _top_kernels(gpu: list[dict]) -> tuple[Kernel, ...]:
     return tuple(Kernel(name, kind, total, count) for name, (kind, total, count) in ranked)
 
 
-def _blocking(events, gpu: list[dict], steps: list[dict], window_start: float) -> list[Blocking]:
-    calls = [e for e in events if e["ph"] == "X" and e["cat"] in RUNTIME_CATEGORIES and e["name"] in BLOCKING]
+def blocking_calls(events, gpu: list[dict]) -> list[dict]:
+    """The runtime calls that held the CPU while GPU work ran: synchronizes, and copy calls whose GPU copy began
+    before the call returned (a pageable copy returns only once its last piece is staged)."""
+    copies = {_correlation(e): e for e in gpu if e["cat"] == "gpu_memcpy" and _correlation(e) is not None}
+    found = []
+    for e in events:
+        if e["ph"] != "X" or e["cat"] not in RUNTIME_CATEGORIES:
+            continue
+        if e["name"] in SYNCHRONIZE:
+            found.append(e)
+        elif e["name"] in COPY_CALLS and (copy := copies.get(_correlation(e))) is not None:
+            held = copy["ts"] < e["ts"] + e["dur"]  # the GPU was copying while the call still held the CPU
+            found += [e] if held else []
+    return found
+
+
+def _blocking(events, gpu: list[dict], steps: list[dict], window_start: float) -> list[tuple[dict, Blocking]]:
+    calls = blocking_calls(events, gpu)
     if not calls:
         return []
     around = _enclosing_ops(events, calls)
     launcher = _launching_ops(events)
+    copies = {_correlation(e): e for e in gpu if e["cat"] == "gpu_memcpy" and _correlation(e) is not None}
     by_end = sorted(gpu, key=lambda e: e["ts"] + e["dur"])
     ends = [e["ts"] + e["dur"] for e in by_end]
     step_starts = [s["ts"] for s in steps]
     found = []
     for call in calls:
         inner, outer = around.get(id(call), (None, None))
-        last = bisect.bisect_right(ends, call["ts"] + call["dur"]) - 1
-        waited = by_end[last] if last >= 0 and ends[last] >= call["ts"] else None
+        waited = copies.get(_correlation(call)) if call["name"] in COPY_CALLS else None
+        if waited is None:
+            last = bisect.bisect_right(ends, call["ts"] + call["dur"]) - 1
+            waited = by_end[last] if last >= 0 and ends[last] >= call["ts"] else None
         index = bisect.bisect_right(step_starts, call["ts"]) - 1
         step = steps[index] if index >= 0 and call["ts"] < steps[index]["ts"] + steps[index]["dur"] else None
-        found.append(
-            Blocking(
-                call=call["name"],
-                start_us=call["ts"] - window_start,
-                dur_us=call["dur"],
-                step=step["name"] if step else None,
-                step_fraction=(call["ts"] - step["ts"]) / step["dur"] if step and step["dur"] else None,
-                op=inner,
-                outer=outer,
-                waited_for=waited["name"] if waited else None,
-                launched_by=launcher.get(_correlation(waited)) if waited else None,
-            )
-        )
+        found.append((call, Blocking(
+            call=call["name"],
+            start_us=call["ts"] - window_start,
+            dur_us=call["dur"],
+            step=step["name"] if step else None,
+            step_fraction=(call["ts"] - step["ts"]) / step["dur"] if step and step["dur"] else None,
+            op=inner,
+            outer=outer,
+            waited_for=waited["name"] if waited else None,
+            launched_by=launcher.get(_correlation(waited)) if waited else None,
+        )))  # fmt: skip
     return found
 
 
 def _enclosing_ops(events, targets: list[dict]) -> dict[int, tuple[str | None, str | None]]:
-    """For each target event, the innermost and outermost CPU op that contains it on its thread (a stack sweep)."""
+    """For each target event, the innermost CPU op (cpu_op) and the outermost op or label around it on its thread."""
     wanted = {id(t) for t in targets}
     by_thread: dict[tuple, list[dict]] = {}
     for e in events:
@@ -301,8 +379,9 @@ def _enclosing_ops(events, targets: list[dict]) -> dict[int, tuple[str | None, s
             while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"]:
                 stack.pop()
             if id(e) in wanted:
-                ops = [s for s in stack if not s["name"].startswith(STEP_PREFIX)]
-                found[id(e)] = (ops[-1]["name"], ops[0]["name"]) if ops else (None, None)
+                around = [s for s in stack if not s["name"].startswith(STEP_PREFIX)]
+                ops = [s for s in around if s["cat"] in CPU_OPS]
+                found[id(e)] = (ops[-1]["name"] if ops else None, around[0]["name"] if around else None)
             else:
                 stack.append(e)
     return found
@@ -319,7 +398,7 @@ def _launching_ops(events) -> dict:
     return {_correlation(e): around.get(id(e), (None, None))[0] for e in launches}
 
 
-def _timeline(events, steps: list[dict], gpu: list[dict]) -> tuple[tuple[Span, ...], str, float]:
+def _timeline(events, steps: list[dict], gpu: list[dict], blocking: set[int]) -> tuple[tuple[Span, ...], str, float]:
     """One step (the one of median length, where the trace marks steps) or the whole GPU window."""
     if steps:
         step = sorted(steps, key=lambda s: (s["dur"], s["ts"]))[(len(steps) - 1) // 2]
@@ -328,14 +407,13 @@ def _timeline(events, steps: list[dict], gpu: list[dict]) -> tuple[tuple[Span, .
         start = min(e["ts"] for e in gpu)
         end = max(e["ts"] + e["dur"] for e in gpu)
         title = "the whole GPU window (the trace marks no ProfilerStep)"
-    blocking_ids = {id(e) for e in events if e["cat"] in RUNTIME_CATEGORIES and e["name"] in BLOCKING}
     spans = []
     for thread, rows in _rows(events, start, end).items():
         for e in rows:
             if e["cat"] in GPU_CATEGORIES:
                 kind, row = kind_of(e), f"GPU stream {e.get('args', {}).get('stream', e['tid'])}"
             elif e["cat"] in RUNTIME_CATEGORIES:
-                kind, row = ("blocking" if id(e) in blocking_ids else "runtime"), f"CPU {thread} calls"
+                kind, row = ("blocking" if id(e) in blocking else "runtime"), f"CPU {thread} calls"
             else:
                 kind, row = "cpu op", f"CPU {thread} ops"
             first, last = max(e["ts"], start), min(e["ts"] + e["dur"], end)

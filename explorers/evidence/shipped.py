@@ -32,9 +32,9 @@ class Shipped:
 SHIPPED = {
     s.key: s
     for s in (
-        Shipped("alexnet", "a100_alexnet_train.json.gz", "AlexNet training, one process",
+        Shipped("alexnet", "a100_alexnet_train.json.gz", "AlexNet forward benchmark (warm-up and measure)",
                 "tests/data/critical_path/alexnet"),
-        Shipped("event-sync", "a100_cuda_event_sync.json.gz", "A small test program, one ProfilerStep",
+        Shipped("event-sync", "a100_cuda_event_sync.json.gz", "A test program, one ProfilerStep",
                 "tests/data/critical_path/cuda_event_sync"),
         Shipped("embeddings-8", "a100_trace_diff_control.json.gz", "Embedding-table training, rank 3 of 8 (NCCL)",
                 "tests/data/trace_diff/control"),
@@ -42,9 +42,10 @@ SHIPPED = {
                 "tests/data/trace_diff/test"),
         Shipped("train-v100", "v100_train_rank0.json.gz", "A training job, rank 0 of 1",
                 "tests/data/ns_resolution_trace"),
-        Shipped("toy-rocm", "mi250_minitoy_train.json.gz", "A toy training loop on ROCm 6.2",
+        Shipped("toy-rocm", "mi250_minitoy_train.json.gz", "A training loop on ROCm 6.2, 3 steps",
                 "tests/data/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz"),
-        Shipped("sampled-128", "gpu_sampled_rank0.json.gz", "Embedding-table training, rank 0 of 128 (NCCL)",
+        Shipped("sampled-128", "gpu_sampled_rank0.json.gz",
+                "Embedding-table training, rank 0 of 128 (NCCL), a sampled test trace",
                 "tests/data/timeline_analysis/sampled_rank-0.json.gz"),
     )
 }  # fmt: skip
