@@ -172,7 +172,7 @@ def launch_line(reading: Reading) -> str:
         else ""
     )
     queue = (
-        f" Up to {many(round(reading.queue_length_max), 'operation', 'operations')} were queued on stream "
+        f" Up to {many(round(reading.queue_length_max), 'operation was', 'operations were')} queued on stream "
         f"{reading.idle_stream} (median {reading.queue_length_median:.0f})."
         if reading.queue_length_max is not None
         else ""

@@ -25,6 +25,7 @@ notebook all use it, and tests/claims/test_evidence.py recounts every figure fro
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import logging
 import math
@@ -399,9 +400,18 @@ def _launching_ops(events) -> dict:
 
 
 def _timeline(events, steps: list[dict], gpu: list[dict], blocking: set[int]) -> tuple[tuple[Span, ...], str, float]:
-    """One step (the one of median length, where the trace marks steps) or the whole GPU window."""
-    if steps:
-        step = sorted(steps, key=lambda s: (s["dur"], s["ts"]))[(len(steps) - 1) // 2]
+    """One step (of the steps with GPU work in them, the one of median length) or the whole GPU window."""
+    by_start = sorted(gpu, key=lambda e: e["ts"])
+    starts = [e["ts"] for e in by_start]
+    reach = list(itertools.accumulate((e["ts"] + e["dur"] for e in by_start), max))  # the latest end so far
+
+    def has_gpu_work(s: dict) -> bool:  # some GPU event starts before the step ends and ends after it starts
+        before_end = bisect.bisect_left(starts, s["ts"] + s["dur"])
+        return before_end > 0 and reach[before_end - 1] > s["ts"]
+
+    busy = [s for s in steps if has_gpu_work(s)]
+    if busy:
+        step = sorted(busy, key=lambda s: (s["dur"], s["ts"]))[(len(busy) - 1) // 2]
         start, end, title = step["ts"], step["ts"] + step["dur"], f"{step['name']}, one step of {len(steps)}"
     else:
         start = min(e["ts"] for e in gpu)
