@@ -4,8 +4,9 @@ import streamlit as st
 
 from explorers.drills import DRILLS
 from explorers.drills.catalogue import label
+from explorers.evidence.shipped import SHIPPED
 from explorers.tensors.catalogue import label as puzzle_label
-from ui import drill, mock, plan, practice, progress, puzzles
+from ui import drill, evidence_practice, mock, plan, practice, progress, puzzles
 from ui.frame import presenting, start_page
 
 start_page("Mock interview", ":material/record_voice_over:")
@@ -51,6 +52,11 @@ practice_question(
     "mock-tensor", f"**Tensor transformation.** {mock.TENSOR_QUESTION}", puzzles.PAGE,
     f"Tensor drills: {puzzle_label(puzzle_name)} (seed {puzzle_seed})", ":material/view_in_ar:",
     {"puzzle": puzzle_name, "seed": str(puzzle_seed)},
+)  # fmt: skip
+trace = mock.current_trace_question()
+practice_question(
+    "mock-trace", f"**Profiling evidence.** {mock.TRACE_QUESTION}", evidence_practice.PAGE,
+    f"GPU evidence: {SHIPPED[trace].title}", ":material/memory:", {"trace": trace},
 )  # fmt: skip
 
 st.page_link(plan.PAGE, label="Day 7 of the study plan: your weakest answers", icon=":material/event_note:")

@@ -5,8 +5,8 @@ import hashlib
 import streamlit as st
 
 from explorers import uploads
+from explorers.evidence import card, lesson, loading, questions
 from explorers.evidence import figures as charts
-from explorers.evidence import lesson, loading, questions
 from explorers.evidence.cpu import CpuReading
 from explorers.evidence.experiment import ShippedOptions, UploadOptions, read_shipped, read_upload
 from explorers.evidence.reading import Reading
@@ -101,6 +101,7 @@ if isinstance(reading, Reading):
         st.markdown(f"{said} {remedy}")
         st.page_link(lab_page, label=lab_words, icon=":material/arrow_forward:")
     figures.why_panel([s.text for s in lesson.STATEMENTS.values()])
+    figures.answer_card(card.answer_card(reading))
 
 figures.notes_download(
     "GPU evidence",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from explorers.drills import DRILLS
+from explorers.evidence.shipped import SHIPPED
 from explorers.progress.history import MOCK_POINTS, MockScore
 from explorers.progress.records import Record
 from explorers.tensors.catalogue import PUZZLES
@@ -41,6 +42,10 @@ TENSOR_QUESTION = (
     "The interviewer opens with a small tensor transformation. Write it as one expression, then say which of your "
     "steps are views and which copy, and what its shapes are at each step."
 )
+TRACE_QUESTION = (
+    "The interviewer shows you a real GPU trace and asks question 5's follow-ups: what bounds the step, where does "
+    "the CPU wait for the GPU, is communication hidden? Answer from the evidence, then say what you would change first."
+)
 SEED_KEY = "_mock_seed"
 
 
@@ -69,6 +74,15 @@ def tensor_question(seed: int) -> tuple[str, int]:
     """The set's tensor transformation: one puzzle of level 2 or 3 and its seed, drawn from the set's own seed."""
     rng = random.Random(f"tensor-{seed}")
     return rng.choice(sorted(name for name, p in PUZZLES.items() if p.level >= 2)), rng.randrange(100)
+
+
+def trace_question(seed: int) -> str:
+    """The set's profiling evidence: one of the GPU evidence lab's shipped traces, drawn from the set's own seed."""
+    return random.Random(f"trace-{seed}").choice(sorted(SHIPPED))
+
+
+def current_trace_question() -> str:
+    return trace_question(set_seed())
 
 
 def set_seed() -> int:

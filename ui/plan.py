@@ -61,7 +61,7 @@ DAYS = (
         "Questions 5 to 8, each with a metric or trace that could prove you wrong",
         "Quote the number on "
         "screen that would change your answer: a phase time, a peak, a divergent step, a first failing stage.",
-        ("profiler", "ddp", "reproducibility", "serving", "compile", "precision"),
+        ("profiler", "ddp", "reproducibility", "serving", "compile", "precision", "evidence"),
     ),
     Day(
         5,
@@ -75,15 +75,16 @@ DAYS = (
         "A timed mock interview",
         "Open the mock interview: three questions, each answered aloud at 30 seconds, 2 minutes and a "
         "10-minute whiteboard pass (draw the flow, name who validates, add an invariant), then the "
-        "interviewer's challenge and your own score against the four-part frame. Then its two coding questions, "
-        "or a timed set of five Fix-the-loop drills or five tensor puzzles.",
+        "interviewer's challenge and your own score against the four-part frame. Then its two coding questions "
+        "and its GPU trace, or a timed set of five Fix-the-loop drills or five tensor puzzles.",
         ("drills", "tensors"),
     ),
     Day(
         7,
         "Review your five weakest answers",
         "Redo your five weakest answers below, drawn from your mock interview scores, your drills, your tensor "
-        "puzzles and your predictions, the weakest first, at 30 seconds, 2 minutes and 10 minutes.",
+        "puzzles, your GPU trace answers and your predictions, the weakest first, at 30 seconds, 2 minutes and 10 "
+        "minutes.",
         (),
     ),
 )

@@ -42,7 +42,7 @@ SHIPPED = {
                 "tests/data/trace_diff/test"),
         Shipped("train-v100", "v100_train_rank0.json.gz", "A training job, rank 0 of 1",
                 "tests/data/ns_resolution_trace"),
-        Shipped("toy-rocm", "mi250_minitoy_train.json.gz", "A training loop on ROCm 6.2, 3 steps",
+        Shipped("toy-rocm", "mi250_minitoy_train.json.gz", "A training loop on ROCm 6.2, two ProfilerSteps",
                 "tests/data/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz"),
         Shipped("sampled-128", "gpu_sampled_rank0.json.gz",
                 "Embedding-table training, rank 0 of 128 (NCCL), a sampled test trace",
