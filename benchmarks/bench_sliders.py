@@ -57,6 +57,7 @@ PAGES = [  # the URL path (with a query where the issue names one), and its targ
     ("Compile", "2x"),
     ("Precision", "2x"),
     ("Tensor_drills", "2x"),  # no slider: its Check is timed by bench_tensors.py
+    ("GPU_evidence", "2x"),  # no slider: opening a trace and reading an upload are timed by bench_evidence.py
     ("Profiler", "3s"),
     ("DDP", "3s"),
     ("Reproducibility", "3s"),

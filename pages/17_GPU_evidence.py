@@ -93,6 +93,7 @@ if isinstance(reading, Reading):
     st.subheader(lesson.READING_TITLE)
     st.markdown("\n".join(f"- {line}" for line in lesson.reading_lines(reading)))
     if reading.blocking:
+        st.caption(lesson.blocking_caption(reading))
         figures.table(lesson.blocking_rows(reading))
     figures.table(lesson.kernel_rows(reading))
     figures.table(lesson.activity_rows(reading))

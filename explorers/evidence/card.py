@@ -24,7 +24,8 @@ def answer_card(reading: Reading) -> AnswerCard:
         ),
         mechanism=(
             "The CPU queues kernels and copies and the GPU runs them later, in order per stream: the GPU idles when "
-            "the queue runs dry or its work is held back, and the CPU waits only at a synchronize or a blocking copy."
+            "the queue runs dry or its work is held back, and the CPU waits for the GPU at a synchronize or a "
+            "blocking copy."
         ),
         evidence=(
             f"{questions.SPLIT[bar]}: {lesson.percent(figure, reading.window_us)} of HTA's "

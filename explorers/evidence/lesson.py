@@ -29,7 +29,8 @@ STATEMENTS = {
     ),
     "sync": Statement(
         text=(
-            "`.item()`, `.cpu()`, `.tolist()`, printing a CUDA tensor and `torch.cuda.synchronize()` make the CPU "
+            "`.item()`, `bool(t)` (as in `if t:`), `.cpu()`, `.tolist()`, printing a CUDA tensor and "
+            "`torch.cuda.synchronize()` make the CPU "
             "wait until the GPU has done the work queued before them. In a trace the wait is a runtime call that "
             "holds the CPU while the GPU works: a synchronize (cudaStreamSynchronize, cudaDeviceSynchronize), or "
             "the device-to-host copy into pageable memory that `.item()` makes inside aten::_local_scalar_dense."
@@ -66,11 +67,13 @@ LAB_LINKS = {  # a cause -> (the lab that lets you try its remedy, what to try t
     "exposed": ("pages/6_DDP.py", "DDP lab: buckets and overlap"),
 }
 REMEDIES = {
-    "compute": "make the kernels cheaper: lower precision (bf16 autocast, TF32) and fused kernels (torch.compile); "
-    "elementwise and normalisation kernels, bound by memory, gain more from fusion than from precision.",
-    "compute-pre-ampere": "make the kernels cheaper: fp16 autocast with a GradScaler (this card, compute capability "
-    "{major}, has no TF32 and no fast bf16) and fused kernels (torch.compile); elementwise and normalisation kernels, "
-    "bound by memory, gain more from fusion than from precision.",
+    "compute": "make the largest kernels cheaper, starting from the top of the kernel table: lower precision (bf16 "
+    "autocast, TF32 for matmuls), which also halves the bytes a memory-bound kernel moves, and fused kernels "
+    "(torch.compile), which remove the round trips between elementwise ones.",
+    "compute-pre-ampere": "make the largest kernels cheaper, starting from the top of the kernel table: fp16 autocast "
+    "with a GradScaler (this card, compute capability {major}, has no TF32 and no fast bf16), which also halves the "
+    "bytes a memory-bound kernel moves, and fused kernels (torch.compile), which remove the round trips between "
+    "elementwise ones.",
     "data": "move less: keep tensors on the GPU, pin host memory and copy with non_blocking=True; for exposed "
     "communication, overlap it with compute (DDP's gradient buckets, a pipelined all-to-all) and check for a slow "
     "peer: a collective's kernel time includes waiting for the other ranks.",
@@ -98,6 +101,9 @@ def many(n: int, one: str, more: str) -> str:
 
 
 def ms(us: float) -> str:
+    """A duration in the unit that shows it: µs under a millisecond, ms, then s."""
+    if us < 1000:
+        return f"{us:,.1f} µs" if us < 10 else f"{us:,.0f} µs"
     return f"{us / 1000:,.2f} ms" if us < 10_000_000 else f"{us / 1e6:,.2f} s"
 
 
@@ -129,6 +135,13 @@ def split_line(reading: Reading) -> str:
         )
     if reading.fractional_times:
         notes.append("this trace times events to fractions of a µs, and HTA counts whole µs")
+    if notes:
+        raw_w = reading.raw_window_us
+        notes.append(
+            f"counted from every event at its own resolution, the GPU computed for "
+            f"{percent(reading.raw_compute_us, raw_w)} and sat idle for {percent(reading.raw_idle_us, raw_w)} of "
+            f"{ms(raw_w)}"
+        )
     return (
         f"HTA's window runs from the first GPU kernel, copy or set's start to the last one's end: {ms(w)}. In it the "
         f"GPU computed for {percent(reading.compute_us, w)}, copied, set memory or communicated for "
@@ -140,9 +153,14 @@ def split_line(reading: Reading) -> str:
 def gap_line(reading: Reading) -> str:
     return (
         f"The longest stretch with no GPU work is {ms(reading.largest_gap_us)}, from "
-        f"{ms(reading.largest_gap_start_us)} into the window: {percent(reading.largest_gap_us, reading.idle_us)} of "
-        "the idle time (counted from the events)."
+        f"{ms(reading.largest_gap_start_us)} into the window: {percent(reading.largest_gap_us, reading.raw_idle_us)} "
+        "of the idle time (both counted from the events)."
     )
+
+
+def calls_line(reading: Reading) -> str:
+    calls = "; ".join(f"{name} {ms(us)}" + (f" inside {op}" if op else "") for name, us, op in reading.longest_calls)
+    return f"The longest runtime calls during the window: {calls}."
 
 
 def idle_line(reading: Reading) -> str:
@@ -166,8 +184,8 @@ def launch_line(reading: Reading) -> str:
         "(HTA's launch statistics match CUDA's launch calls by name, not this trace's)"
     )
     graphs = (
-        f" The {many(reading.graph_launches, 'cudaGraphLaunch call', 'cudaGraphLaunch calls')} replaying CUDA graphs "
-        "are not among them."
+        f" The trace replays CUDA graphs: {many(reading.graph_launches, 'cudaGraphLaunch', 'cudaGraphLaunches')}"
+        f" ran {many(reading.graph_ops, 'GPU event', 'GPU events')}, which HTA's launch figures leave out."
         if reading.graph_launches
         else ""
     )
@@ -205,6 +223,13 @@ def overlap_line(reading: Reading) -> str | None:
     return f"{total}; HTA finds {reading.overlap_percent:.1f}%{kept} overlapped computation."
 
 
+def blocking_caption(reading: Reading) -> str:
+    shown = len(reading.blocking)
+    if shown == reading.blocking_count:
+        return f"Every blocking call, in time order ({shown})."
+    return f"The longest {shown} of the {reading.blocking_count:,} blocking calls, in time order."
+
+
 def blocking_rows(reading: Reading) -> list[dict]:
     return [
         {
@@ -240,23 +265,33 @@ def activity_rows(reading: Reading) -> list[dict]:
 
 
 def short(name: str, limit: int = 60) -> str:
-    """A kernel's name without its return type, template arguments and parameters, cut to `limit` characters; a
-    copy's or a set's name ("Memcpy HtoD (Pinned -> Device)") as it is."""
+    """A kernel's name without its return type, parameters and most of its template arguments (the first few
+    characters stay, so two instances tell apart), cut to `limit` characters; a copy's or a set's name ("Memcpy
+    HtoD (Pinned -> Device)") as it is."""
     if name.startswith(("Memcpy", "Memset")):
         return name if len(name) <= limit else name[: limit - 1] + "…"
-    name = name.removeprefix("void ")
-    depth, kept = 0, []
+    name = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    depth, kept, template = 0, [], []
     for char in name:
+        if char == "(" and depth == 0:
+            break  # the parameter list
         if char == "<":
             depth += 1
             if depth == 1:
-                kept.append("<…>")
+                template = []
+                continue
         elif char == ">":
             depth = max(depth - 1, 0)
-        elif depth == 0:
-            kept.append(char)
-    text = "".join(kept).split("(")[0] or name
+            if depth == 0:
+                first = "".join(template)
+                kept.append(f"<{first[:TEMPLATE_CHARS]}…>" if len(first) > TEMPLATE_CHARS else f"<{first}>")
+                continue
+        (template if depth else kept).append(char)
+    text = "".join(kept) or name
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+TEMPLATE_CHARS = 12
 
 
 def verdict(reading: Reading) -> tuple[str, str, tuple[str, str]]:
@@ -270,10 +305,13 @@ def verdict(reading: Reading) -> tuple[str, str, tuple[str, str]]:
         waited, kind = (host, "host or kernel wait") if cause == "host" else (reading.other_wait_us, "other")
         said += f", and HTA puts {percent(waited, idle)} of stream {reading.idle_stream}'s idle time down to {kind}"
     said = f"{said}. What bounds it: {BOUND_CAUSES[cause]}."
-    if bar == "idle" and reading.largest_gap_us >= ONE_TIME_SHARE * reading.idle_us:
-        share = percent(reading.largest_gap_us, reading.idle_us)
+    if bar == "idle" and reading.largest_gap_us >= ONE_TIME_SHARE * reading.raw_idle_us:
+        share = percent(reading.largest_gap_us, reading.raw_idle_us)
         remedy = REMEDIES["one-time"].format(gap=ms(reading.largest_gap_us), share=share)
-        return said, f"First, {remedy}", LAB_LINKS["one-time"]
+        return f"{said} {calls_line(reading)}", f"First, {remedy}", LAB_LINKS["one-time"]
+    if cause == "compute" and reading.top_kernels:
+        top = reading.top_kernels[0]
+        said += f" The largest kernel by total time is {short(top.name)} ({top.kind}, {ms(top.total_us)})."
     if cause == "compute" and reading.compute_major is not None and reading.compute_major < 8:
         return said, f"First, {REMEDIES['compute-pre-ampere'].format(major=reading.compute_major)}", LAB_LINKS[cause]
     return said, f"First, {REMEDIES[cause]}", LAB_LINKS[cause]
@@ -301,6 +339,7 @@ def not_read(name: str, reason: str) -> str:
 
 def reading_lines(reading: Reading) -> list[str]:
     lines = [split_line(reading), gap_line(reading), idle_line(reading), launch_line(reading), blocking_line(reading)]
+    lines += [calls_line(reading)] if reading.longest_calls else []
     overlap = overlap_line(reading)
     return lines + ([overlap] if overlap else [])
 

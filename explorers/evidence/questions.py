@@ -26,9 +26,11 @@ BOUND_CAUSES = {
     "deps": "Waits on the GPU's side: queued work held back by events, other streams or peers",
 }
 HIDDEN_CAUSES = {
-    "hidden": "Mostly hidden: more than half of it overlaps computation",
-    "exposed": "Mostly exposed: less than half of it overlaps computation",
+    "hidden": "Mostly hidden: over 60% of it overlaps computation",
+    "partly": "Partly hidden: 40% to 60% of it overlaps computation",
+    "exposed": "Mostly exposed: under 40% of it overlaps computation",
 }
+HIDDEN_ABOVE, EXPOSED_BELOW = 60.0, 40.0
 NO_OP = "no CPU op recorded around it"
 
 
@@ -72,8 +74,9 @@ def bound_key(reading: Reading) -> tuple[str, str]:
 
 
 def blocking_label(index: int, reading: Reading) -> str:
+    """A row of the blocking-call table by its number, name and time: how long it held the CPU is read in the table."""
     call = reading.blocking[index]
-    return f"{index + 1}. {call.call} at {call.start_us / 1000:,.1f} ms, {call.dur_us / 1000:,.2f} ms"
+    return f"{index + 1}. {call.call} at {call.start_us / 1000:,.1f} ms"
 
 
 MIN_SYNC_CHOICES = 3  # fewer calls to pick from give the answer away
@@ -138,12 +141,18 @@ def _hidden(reading: Reading) -> Question:
         (SPLIT["non_compute"], COMMUNICATION_EVIDENCE, OVERLAP_EVIDENCE, SPLIT["idle"]),
         tuple(HIDDEN_CAUSES.values()),
         OVERLAP_EVIDENCE,
-        HIDDEN_CAUSES["hidden" if reading.overlap_percent > 50 else "exposed"],
+        HIDDEN_CAUSES[hidden_key(reading.overlap_percent)],
     )
 
 
-OVERLAP_EVIDENCE = "Communication overlapped with computation (HTA)"
+OVERLAP_EVIDENCE = "HTA's overlap of communication with computation"
 COMMUNICATION_EVIDENCE = "Communication kernels' total time"
+
+
+def hidden_key(overlap_percent: float) -> str:
+    if overlap_percent > HIDDEN_ABOVE:
+        return "hidden"
+    return "exposed" if overlap_percent < EXPOSED_BELOW else "partly"
 
 
 def grade(question: Question, evidence: str | None, cause: str | None) -> Grade:

@@ -48,6 +48,8 @@ CPU_OPS = frozenset({"cpu_op"})
 CPU_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function"})
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 STEP_PREFIX = "ProfilerStep#"
+GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "hipGraphLaunch"})
+LONGEST_CALLS = 3
 MAX_SPANS = 1_500  # the timeline's bars: the longest are kept when a step has more
 TOP_KERNELS = 5
 MAX_BLOCKING_SHOWN = 8
@@ -97,6 +99,10 @@ class Reading:
     gpu_events: int  # the file's kernels, copies and sets
     gpu_events_hta: int  # of them, those HTA kept as it parsed (it drops some: the page says how many)
     fractional_times: bool  # times with fractions of a µs, which HTA counts in whole µs
+    # the same split counted from every GPU event at its own resolution (shown where HTA dropped or rounded)
+    raw_window_us: float
+    raw_compute_us: float
+    raw_idle_us: float
     compute_us: float
     non_compute_us: float
     idle_us: float
@@ -116,6 +122,8 @@ class Reading:
     launch_delay_median_us: float | None
     launch_delay_p95_us: float | None
     graph_launches: int  # cudaGraphLaunch calls: work replayed from CUDA graphs, which HTA's launch figures omit
+    graph_ops: int  # the GPU kernels, copies and sets those replays ran (joined by correlation id)
+    longest_calls: tuple[tuple[str, float, str | None], ...]  # the longest runtime calls: (name, µs, op around it)
     queue_length_max: float | None  # HTA's queue length summary on the idle split's stream
     queue_length_median: float | None
     blocking: tuple[Blocking, ...]  # the longest, in time order
@@ -155,6 +163,8 @@ def read(trace: Trace) -> Reading:
     longest = sorted((b for _, b in blocking), key=lambda b: -b.dur_us)[:MAX_BLOCKING_SHOWN]
     shown = sorted(longest, key=lambda b: b.start_us)
     gap, gap_start = _largest_gap(gpu)
+    raw = _raw_split(gpu)
+    graphs = {_correlation(e) for e in events if e["name"] in GRAPH_LAUNCHES and _correlation(e) is not None}
     timeline, title, length = _timeline(events, steps, gpu, {id(call) for call, _ in blocking})
     if not hta["launches"]:
         hta.update(_launches_by_correlation(events, gpu))
@@ -171,7 +181,10 @@ def read(trace: Trace) -> Reading:
         largest_gap_us=gap,
         largest_gap_start_us=gap_start - window_start,
         top_kernels=_top_kernels(gpu),
-        graph_launches=sum(e["name"] in ("cudaGraphLaunch", "hipGraphLaunch") for e in events),
+        graph_launches=sum(e["name"] in GRAPH_LAUNCHES for e in events),
+        graph_ops=sum(_correlation(e) in graphs for e in gpu) if graphs else 0,
+        longest_calls=_longest_calls(events, window_start, window_start + raw["raw_window_us"]),
+        **raw,
         blocking=tuple(shown),
         blocking_count=len(blocking),
         blocking_us=sum(b.dur_us for _, b in blocking),
@@ -294,6 +307,44 @@ def _launches_by_correlation(events, gpu: list[dict]) -> dict:
         if (call := calls.get(_correlation(work))) is not None and _correlation(work) is not None
     )
     return {"launch_source": "correlation", "launches": len(delays), **_percentiles(delays)} if delays else {}
+
+
+def _merged(spans) -> list[list[float]]:
+    merged: list[list[float]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
+
+
+def _raw_split(gpu: list[dict]) -> dict:
+    """The time split from every GPU event at the trace's own resolution, as HTA defines it: computation is NCCL-free
+    kernels, the window runs from the first event's start to the last one's end."""
+    busy = _merged((e["ts"], e["ts"] + e["dur"]) for e in gpu)
+    compute = _merged(
+        (e["ts"], e["ts"] + e["dur"]) for e in gpu if e["cat"] == "kernel" and not is_communication(e["name"])
+    )
+    window = busy[-1][1] - busy[0][0]
+    return {
+        "raw_window_us": window,
+        "raw_compute_us": sum(end - start for start, end in compute),
+        "raw_idle_us": window - sum(end - start for start, end in busy),
+    }
+
+
+def _longest_calls(events, start: float, end: float) -> tuple[tuple[str, float, str | None], ...]:
+    """The longest runtime calls during the GPU window (a cudaFree or a first launch can hold the CPU for seconds),
+    each with the innermost CPU op around it."""
+    during = (
+        e
+        for e in events
+        if e["ph"] == "X" and e["cat"] in RUNTIME_CATEGORIES and e["ts"] < end and e["ts"] + e["dur"] > start
+    )
+    calls = sorted(during, key=lambda e: -e["dur"])[:LONGEST_CALLS]
+    around = _enclosing_ops(events, calls)
+    return tuple((c["name"], c["dur"], around.get(id(c), (None, None))[0]) for c in calls)
 
 
 def _largest_gap(gpu: list[dict]) -> tuple[float, float]:

@@ -205,8 +205,9 @@ def test_each_answer_key_follows_from_the_recounted_figures(key):
         assert asked["sync"].right_cause == inside[0].op
         assert len(asked["sync"].evidence) >= 3
     if "hidden" in asked:
-        hidden = counted["overlap_percent"] > 50
-        assert asked["hidden"].right_cause == questions.HIDDEN_CAUSES["hidden" if hidden else "exposed"]
+        overlap = counted["overlap_percent"]
+        key = "hidden" if overlap > 60 else "exposed" if overlap < 40 else "partly"
+        assert asked["hidden"].right_cause == questions.HIDDEN_CAUSES[key]
     assert all(len(set(q.causes)) >= 2 for q in asked.values())
 
 
@@ -298,6 +299,6 @@ def test_in_every_nccl_trace_some_communication_runs_while_the_gpu_computes():
     """STATEMENTS['overlap']: communication can hide behind computation. Every shipped trace with NCCL kernels shows
     some of them overlapping computation kernels, and none is wholly hidden (exposed time exists)."""
     nccl = [key for key in SHIPPED if recount(key)["overlap_percent"] is not None]
-    assert len(nccl) >= 3
+    assert len(nccl) >= 2
     for key in nccl:
         assert 0 < recount(key)["overlap_percent"] < 100, key

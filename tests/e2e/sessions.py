@@ -269,6 +269,23 @@ def typed(label: str, text: str, check: str) -> Action:
     return act
 
 
+GRADED = re.compile(r"^Evidence: ")  # evidence.lesson.graded_line
+
+
+def picked(evidence: str, answer: str, check: str) -> Action:
+    """GPU evidence: click the evidence and the answer of the first question (each radio by its name), then its
+    check button, and wait for the grade."""
+
+    async def act(page) -> None:
+        for name in (evidence, answer):
+            await page.get_by_role("radio", name=name, exact=True).first.click(force=True)  # its input sits under
+            await settle(page)
+        await page.get_by_role("button", name=check, exact=True).first.click()
+        await page.get_by_text(GRADED).first.wait_for(timeout=SETTLE_TIMEOUT_MS)
+
+    return act
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]

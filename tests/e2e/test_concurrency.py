@@ -1,4 +1,4 @@
-"""Fourteen browser sessions at once against one server, working different labs with fast, impatient input.
+"""Fifteen browser sessions at once against one server, working different labs with fast, impatient input.
 
 Each session's final page must equal what the same session shows when it runs alone on a
 fresh server (so no result crossed between sessions, and none came from a shared cache
@@ -21,8 +21,9 @@ import pytest
 
 from explorers import engine
 from explorers.drills import DRILLS
+from explorers.evidence.questions import BOUND_CAUSES
 from tests.e2e.conftest import CHROMIUM_FLAGS, chromium_executable, streamlit_server
-from tests.e2e.sessions import Session, answer, click, notches, percentile, run_session, typed
+from tests.e2e.sessions import Session, answer, click, notches, percentile, picked, run_session, typed
 
 pytestmark = pytest.mark.e2e
 
@@ -96,6 +97,11 @@ def scripted_sessions() -> list[Session]:
                 ("view after a transpose, check", typed(ANSWER_LABEL, "y.transpose(1, 2).view(B, T, H * D)", CHECK)),
                 ("reshape, check", typed(ANSWER_LABEL, "y.transpose(1, 2).reshape(B, T, H * D)", CHECK)),
             ],
+        ),
+        Session(
+            "gpu evidence: a trace's first question",
+            "GPU_evidence?trace=event-sync",
+            [("the idle bar and the host, check", picked("GPU idle", BOUND_CAUSES["host"], "Check"))],
         ),
         Session(
             "compile: static shapes, more calls",

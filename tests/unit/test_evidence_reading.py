@@ -77,6 +77,7 @@ def test_a_one_time_gap_is_answered_with_a_steady_state_step_and_a_pre_ampere_ca
 
 def test_kernel_names_are_shortened_and_copies_kept_whole():
     assert lesson.short("void at::native::reduce_kernel<512, 1, at::native::R<float>>(at::native::R<float>)") == (
-        "at::native::reduce_kernel<…>"
+        "at::native::reduce_kernel<512, 1, at::…>"
     )
+    assert lesson.short("at::cuda::(anonymous namespace)::spin_kernel(long)") == "at::cuda::spin_kernel"
     assert lesson.short("Memcpy HtoD (Pageable -> Device)", 40) == "Memcpy HtoD (Pageable -> Device)"
