@@ -97,12 +97,13 @@ if isinstance(reading, Reading):
         figures.table(lesson.blocking_rows(reading))
     figures.table(lesson.kernel_rows(reading))
     figures.table(lesson.activity_rows(reading))
-    if evidence_practice.answered_all(reading, None if upload is not None else shipped.key) or upload is not None:
+    figures.why_panel([s.text for s in lesson.STATEMENTS.values()])
+    # The verdict and the card answer the questions: on a shipped trace they wait for every answer to be checked
+    if upload is not None or evidence_practice.answered_all(reading, shipped.key):
         st.subheader(lesson.VERDICT_TITLE)
         st.markdown(f"{said} {remedy}")
         st.page_link(lab_page, label=lab_words, icon=":material/arrow_forward:")
-    figures.why_panel([s.text for s in lesson.STATEMENTS.values()])
-    figures.answer_card(card.answer_card(reading))
+        figures.answer_card(card.answer_card(reading))
 
 figures.notes_download(
     "GPU evidence",

@@ -12,7 +12,18 @@
     run = autograd.run(actions=["forward", "backward"], yours=autograd.YourModel(model, x, target))
 """
 
-from explorers.autograd.experiment import ACTIONS, PRESETS, AutogradOptions, AutogradRun, run
-from explorers.autograd.your_model import YourModel
+from explorers import lazy
+
+__getattr__, __dir__ = lazy.exports(
+    __name__,
+    {
+        "ACTIONS": "experiment",
+        "PRESETS": "experiment",
+        "AutogradOptions": "experiment",
+        "AutogradRun": "experiment",
+        "run": "experiment",
+        "YourModel": "your_model",
+    },
+)
 
 __all__ = ["ACTIONS", "PRESETS", "AutogradOptions", "AutogradRun", "YourModel", "run"]

@@ -37,8 +37,8 @@ import torchviz
 from torch import nn
 from torch.multiprocessing.reductions import StorageWeakRef
 
+import explorers.autograd.your_model as your_model
 from explorers import batches, bounds, graphs, saved
-from explorers.autograd import your_model
 from explorers.autograd.your_model import UserModel, YourModel
 from explorers.rng import isolated_rng
 

@@ -25,15 +25,17 @@ from collections.abc import Callable, Sequence
 import torch
 
 from explorers import batches as batch_calls
-from explorers.compiled import isolated
-from explorers.compiled import payoff as timing
-from explorers.compiled.breaks import Break, GraphBreaks
-from explorers.compiled.breaks import explain as _explain
-from explorers.compiled.payoff import Payoff
+from explorers import lazy
+
+# the package imports none of its own modules until used (explorers/lazy.py says why)
+__getattr__, __dir__ = lazy.exports(__name__, {"Break": "breaks", "GraphBreaks": "breaks", "Payoff": "payoff"})
 
 
-def explain(model: torch.nn.Module, inputs: object) -> GraphBreaks:
-    return isolated.in_child(_explain, model, inputs)
+def explain(model: torch.nn.Module, inputs: object) -> GraphBreaks:  # noqa: F821 - a lazy export
+    import explorers.compiled.breaks as breaks
+    import explorers.compiled.isolated as isolated
+
+    return isolated.in_child(breaks.explain, model, inputs)
 
 
 def _own_loss(output: object, target: object) -> torch.Tensor:
@@ -49,7 +51,10 @@ def payoff(
     steps: int = 20,
     targets: Sequence | None = None,
     loss_fn: Callable = torch.nn.functional.cross_entropy,
-) -> Payoff:
+) -> Payoff:  # noqa: F821 - a lazy export
+    import explorers.compiled.isolated as isolated
+    import explorers.compiled.payoff as timing
+
     if not 1 <= steps <= 1000:
         raise ValueError(f"steps must be in [1, 1000], not {steps!r}")
     inputs = list(inputs)

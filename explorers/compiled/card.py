@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import explorers.compiled.lesson as lesson
 from explorers.cards import AnswerCard
-from explorers.compiled import lesson
 from explorers.compiled.experiment import Analysis, PayoffRun
 
 QUESTION = "Your training step is slow. Would `torch.compile` help, and how would you know it is working?"

@@ -17,8 +17,8 @@ import torch
 import torch._dynamo as dynamo
 import torch._dynamo.guards
 
+import explorers.compiled.presets as presets
 from explorers import bounds
-from explorers.compiled import presets
 from explorers.compiled.breaks import GraphBreaks, explain, fullgraph_error
 from explorers.compiled.payoff import Payoff, payoff
 from explorers.compiled.recompiles import Recompiles, recompiles

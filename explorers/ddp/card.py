@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import explorers.ddp.analysis as analysis
+import explorers.ddp.lesson as lesson
 from explorers.cards import AnswerCard
-from explorers.ddp import analysis, lesson
 from explorers.ddp.lesson import LAUNCHERS, STATEMENTS, indices, ranks
 from explorers.ddp.results import DDPRun
 from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S

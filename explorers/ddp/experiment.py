@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from explorers.ddp import launcher, results, schema
+import explorers.ddp.launcher as launcher
+import explorers.ddp.results as results
+import explorers.ddp.schema as schema
 from explorers.ddp.options import DDPOptions
 from explorers.ddp.results import THIS_MACHINE, DDPRun
 

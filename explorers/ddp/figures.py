@@ -14,8 +14,8 @@ import graphviz
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+import explorers.ddp.analysis as analysis
 from explorers import graphs
-from explorers.ddp import analysis
 from explorers.ddp.results import DDPRun
 
 FONT_SIZE = 16

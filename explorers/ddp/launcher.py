@@ -34,9 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import explorers.ddp.options as lab_options
+import explorers.ddp.results as results
 from explorers import forkserver
-from explorers.ddp import options as lab_options
-from explorers.ddp import results
 from explorers.ddp.processes import (
     Command,
     Rank,

@@ -7,7 +7,7 @@ when the sampler padded, Join only when the shards were uneven, and so on.
 
 from __future__ import annotations
 
-from explorers.ddp import analysis
+import explorers.ddp.analysis as analysis
 from explorers.ddp.options import bucket_label
 from explorers.ddp.results import FORKSERVER_COLD, FORKSERVER_SHARED, FORKSERVER_WARM, THIS_MACHINE, TORCHRUN, DDPRun
 from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S

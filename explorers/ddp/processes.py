@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from explorers.ddp import results
+import explorers.ddp.results as results
 from explorers.lifeline import exit_with_parent
 
 REAP_S = 5.0
@@ -114,7 +114,7 @@ def rank_main(env: dict[str, str], argv: list[str], log: str) -> None:
     os.environ.clear()
     os.environ.update(env)
     exit_with_parent()  # the forkserver is this rank's parent: the launcher's worker watches it in turn
-    from explorers.ddp import worker
+    import explorers.ddp.worker as worker
 
     code = worker.main(argv)
     sys.stdout.flush()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch.nn.utils import vector_to_parameters
 
-from explorers.ddp import model as lab_model
+import explorers.ddp.model as lab_model
 
 
 def step_plan(records: list[dict]) -> dict[int, list[list[int]]]:

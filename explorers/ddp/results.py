@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
+import explorers.ddp.model as lab_model
+import explorers.ddp.options as lab_options
 from explorers import uploads
-from explorers.ddp import model as lab_model
-from explorers.ddp import options as lab_options
 
 FORMAT = "pytorch-explorer/ddp-results"
 VERSION = 1

@@ -13,8 +13,8 @@ import json
 import math
 import re
 
+import explorers.ddp.options as lab_options
 from explorers import uploads
-from explorers.ddp import options as lab_options
 from explorers.ddp.results import (
     FORMAT,
     HOST_PATTERN,

@@ -38,9 +38,10 @@ import torch.distributed as dist  # noqa: E402
 from torch.distributed.algorithms.join import Join  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
-from explorers.ddp import model as lab_model  # noqa: E402
-from explorers.ddp import options as lab_options  # noqa: E402
-from explorers.ddp import reference, results  # noqa: E402
+import explorers.ddp.model as lab_model  # noqa: E402
+import explorers.ddp.options as lab_options  # noqa: E402
+import explorers.ddp.reference as reference  # noqa: E402
+import explorers.ddp.results as results  # noqa: E402
 from explorers.ddp.settings import COLLECTIVE_TIMEOUT_S, INIT_TIMEOUT_S, LAUNCHED_AT_ENV  # noqa: E402
 
 ERROR_CHARS = 400

@@ -19,15 +19,25 @@ no worse while a reading, a gradient at a step, a mode, memory, the data order, 
     drills.check("forgot_zero_grad", lines=[9], fix="insert_zero_grad").right
 """
 
-from explorers.drills import lesson
-from explorers.drills.answers import Check, check
-from explorers.drills.catalogue import DEFAULT_DRILL, DRILLS, Drill
-from explorers.drills.experiment import DrillOptions, DrillRun, LoopRun, run, run_loop
-from explorers.drills.fixes import FIXES, Fix
-from explorers.drills.symptoms import Comparison, Finding, compare
+from explorers import lazy
+
+__getattr__, __dir__ = lazy.exports(
+    __name__,
+    {
+        "lesson": "lesson",
+        "Check": "answers", "check": "answers",
+        "DEFAULT_DRILL": "catalogue", "DRILLS": "catalogue", "Drill": "catalogue",
+        "DrillOptions": "experiment", "DrillRun": "experiment", "LoopRun": "experiment", "run": "experiment",
+        "run_loop": "experiment",
+        "FIXES": "fixes", "Fix": "fixes",
+        "Comparison": "symptoms", "Finding": "symptoms", "compare": "symptoms",
+    },
+)  # fmt: skip
 
 
-def catalogue() -> dict[str, Drill]:
+def catalogue() -> dict:
+    from explorers.drills.catalogue import DRILLS
+
     return dict(DRILLS)
 
 

@@ -5,8 +5,8 @@ Shown once the answer is given (its mechanism names the bug).
 
 from __future__ import annotations
 
+import explorers.drills.lesson as lesson
 from explorers.cards import AnswerCard
-from explorers.drills import lesson
 from explorers.drills.catalogue import DRILLS
 from explorers.drills.fixes import FIXES
 from explorers.drills.symptoms import Comparison

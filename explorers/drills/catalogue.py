@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from explorers.drills import loops
+import explorers.drills.loops as loops
 from explorers.drills.fixes import FIXES
 
 SHOWN_SIGNATURE = "def train(bench):"

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+import explorers.drills.loops as loops
 from explorers import bounds
-from explorers.drills import loops
 from explorers.drills.catalogue import DEFAULT_DRILL, DRILLS, Drill
 from explorers.drills.fixes import FIXES
 from explorers.drills.harness import Recording, record

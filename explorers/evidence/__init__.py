@@ -12,18 +12,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from explorers.evidence.experiment import read_bytes
-from explorers.evidence.reading import Reading
-from explorers.evidence.shipped import SHIPPED
-
 
 def catalogue() -> dict[str, str]:
     """The shipped traces: key -> title and source."""
+    from explorers.evidence.shipped import SHIPPED
+
     return {key: f"{s.title} ({s.source})" for key, s in SHIPPED.items()}
 
 
-def read(trace: str | Path | bytes) -> Reading:
-    """A shipped trace's key, a path to a `.json`/`.json.gz` trace, or its bytes, read and analysed."""
+def read(trace: str | Path | bytes):
+    """A shipped trace's key, a path to a `.json`/`.json.gz` trace, or its bytes, read and analysed: a `Reading`
+    (explorers/evidence/reading.py), or a `CpuReading` for a trace with no GPU work."""
+    from explorers.evidence.experiment import read_bytes
+    from explorers.evidence.shipped import SHIPPED
+
     if isinstance(trace, bytes):
         return read_bytes(trace)
     if isinstance(trace, str) and trace in SHIPPED:

@@ -5,8 +5,9 @@ Shown with the verdict, once every question is checked; its evidence quotes the 
 
 from __future__ import annotations
 
+import explorers.evidence.lesson as lesson
+import explorers.evidence.questions as questions
 from explorers.cards import AnswerCard
-from explorers.evidence import lesson, questions
 from explorers.evidence.reading import Reading
 
 QUESTION = "How would you debug a slow GPU training step from its trace?"
@@ -30,7 +31,9 @@ def answer_card(reading: Reading) -> AnswerCard:
         evidence=(
             f"{questions.SPLIT[bar]}: {lesson.percent(figure, reading.window_us)} of HTA's "
             f"{lesson.ms(reading.window_us)} window on {reading.card or 'a GPU the trace does not name'}. "
-            f"{lesson.blocking_line(reading)} {said}"
+            f"{lesson.blocking_line(reading)} "
+            + (f"{lesson.longest_blocking_line(reading)} " if reading.blocking else "")
+            + said
         ),
         recovery=remedy,
         trade_off=(

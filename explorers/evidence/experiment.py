@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import explorers.evidence.cpu as cpu
+import explorers.evidence.loading as loading
+import explorers.evidence.reading as reading
 from explorers import bounds
-from explorers.evidence import cpu, loading, reading
 from explorers.evidence.cpu import CpuReading
 from explorers.evidence.reading import Reading
 from explorers.evidence.shipped import SHIPPED

@@ -8,7 +8,8 @@ shipped traces' raw events.
 
 from __future__ import annotations
 
-from explorers.evidence import loading, questions
+import explorers.evidence.loading as loading
+import explorers.evidence.questions as questions
 from explorers.evidence.cpu import CpuReading
 from explorers.evidence.questions import BOUND_CAUSES, Grade, Question
 from explorers.evidence.reading import Reading
@@ -104,7 +105,7 @@ def ms(us: float) -> str:
     """A duration in the unit that shows it: µs under a millisecond, ms, then s."""
     if us < 1000:
         return f"{us:,.1f} µs" if us < 10 else f"{us:,.0f} µs"
-    return f"{us / 1000:,.2f} ms" if us < 10_000_000 else f"{us / 1e6:,.2f} s"
+    return f"{us / 1000:,.2f} ms" if us < 1_000_000 else f"{us / 1e6:,.2f} s"
 
 
 def percent(part: float, whole: float) -> str:
@@ -204,12 +205,16 @@ def launch_line(reading: Reading) -> str:
 def blocking_line(reading: Reading) -> str:
     if not reading.blocking_count:
         return "No blocking call (a synchronize, or a copy that held the CPU while the GPU copied) in this trace."
-    longest = max(reading.blocking, key=lambda b: b.dur_us)
-    where = f"inside {longest.op}" if longest.op else "outside every recorded CPU op"
     return (
         f"{many(reading.blocking_count, 'blocking call', 'blocking calls')} held the CPU for "
-        f"{ms(reading.blocking_us)} in all; the longest, {longest.call} {where}, held it {ms(longest.dur_us)}."
+        f"{ms(reading.blocking_us)} in all."
     )
+
+
+def longest_blocking_line(reading: Reading) -> str:
+    longest = max(reading.blocking, key=lambda b: b.dur_us)
+    where = f"inside {longest.op}" if longest.op else "outside every recorded CPU op"
+    return f"The longest blocking call, {longest.call} {where}, held the CPU for {ms(longest.dur_us)}."
 
 
 def overlap_line(reading: Reading) -> str | None:

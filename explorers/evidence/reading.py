@@ -210,6 +210,7 @@ def _hta(trace: Trace) -> dict:
     with tempfile.TemporaryDirectory(prefix="evidence-") as folder, _quiet():
         path = Path(folder) / "trace.json"
         path.write_text(json.dumps(document))
+        # one rank: HTA parses it in this process (its process pool is for several)
         analysis = TraceAnalysis(trace_files={rank: str(path)}, trace_dir=folder, include_last_profiler_step=True)
         temporal = analysis.get_temporal_breakdown(visualize=False).iloc[0]
         idle = analysis.get_idle_time_breakdown(ranks=[rank], visualize=False)[0]

@@ -24,17 +24,32 @@ initial scale; clipping scales every gradient by one factor, so the imbalance be
     run.diagnosis.verdict, run.graph_source
 """
 
-from explorers.gradients.clipping import Clipping, ClipStudy, Training, clip_once, clipped_training, clipping_study
-from explorers.gradients.experiment import (
-    SCENARIOS,
-    Accumulation,
-    GradientsOptions,
-    ScaleSweep,
-    ScenarioRun,
-    scale_sweep,
-    scenario_run,
+from explorers import lazy
+
+__getattr__, __dir__ = lazy.exports(
+    __name__,
+    {
+        "Clipping": "clipping",
+        "ClipStudy": "clipping",
+        "Training": "clipping",
+        "clip_once": "clipping",
+        "clipped_training": "clipping",
+        "clipping_study": "clipping",
+        "SCENARIOS": "experiment",
+        "Accumulation": "experiment",
+        "GradientsOptions": "experiment",
+        "ScaleSweep": "experiment",
+        "ScenarioRun": "experiment",
+        "scale_sweep": "experiment",
+        "scenario_run": "experiment",
+        "KINDS": "your_model",
+        "STATUSES": "your_model",
+        "Diagnosis": "your_model",
+        "Finding": "your_model",
+        "LayerGradient": "your_model",
+        "diagnose": "your_model",
+    },
 )
-from explorers.gradients.your_model import KINDS, STATUSES, Diagnosis, Finding, LayerGradient, diagnose
 
 __all__ = [
     "KINDS",

@@ -16,17 +16,22 @@ model at real scale (Llama-3-8B, Mistral-7B, GPT-2 XL, ...), per GPU, on fake te
 this package's measured step; this package does not reach into it.
 """
 
-from explorers.memory.experiment import MemoryOptions
-from explorers.memory.your_model import (
-    CATEGORIES,
-    OPTIMIZERS,
-    PRECISIONS,
-    Measurement,
-    StepMemory,
-    default_loss,
-    estimate,
-    estimate_saved,
-    measure,
+from explorers import lazy
+
+__getattr__, __dir__ = lazy.exports(
+    __name__,
+    {
+        "MemoryOptions": "experiment",
+        "CATEGORIES": "your_model",
+        "OPTIMIZERS": "your_model",
+        "PRECISIONS": "your_model",
+        "Measurement": "your_model",
+        "StepMemory": "your_model",
+        "default_loss": "your_model",
+        "estimate": "your_model",
+        "estimate_saved": "your_model",
+        "measure": "your_model",
+    },
 )
 
 __all__ = [

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+import explorers.memory.your_model as your_model
 from explorers import bounds, capacity
-from explorers.memory import your_model
 from explorers.memory.tracker import LiveBytes
 from explorers.memory.your_model import Measurement
 from explorers.rng import isolated_rng

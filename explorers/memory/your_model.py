@@ -44,8 +44,8 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.checkpoint import checkpoint
 
+import explorers.memory.allocator as allocator
 from explorers import batches, saved
-from explorers.memory import allocator
 from explorers.memory.allocator import AllocatorRecord
 from explorers.memory.tracker import WEIGHT_COPIES, LiveBytes
 

@@ -10,8 +10,22 @@
     grid[("train", "no_grad")].bn_running_stats_changed   # True
 """
 
-from explorers.modes.experiment import ModesOptions, ValidationRun, lab_grid, misleading_validation
-from explorers.modes.your_model import BEHAVIOURS, GRAD_MODES, Cell, ModeGrid, mode_grid
+from explorers import lazy
+
+__getattr__, __dir__ = lazy.exports(
+    __name__,
+    {
+        "ModesOptions": "experiment",
+        "ValidationRun": "experiment",
+        "lab_grid": "experiment",
+        "misleading_validation": "experiment",
+        "BEHAVIOURS": "your_model",
+        "GRAD_MODES": "your_model",
+        "Cell": "your_model",
+        "ModeGrid": "your_model",
+        "mode_grid": "your_model",
+    },
+)
 
 __all__ = [
     "BEHAVIOURS",

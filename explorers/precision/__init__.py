@@ -23,9 +23,18 @@ from dataclasses import dataclass
 
 import torch
 
-from explorers import batches
-from explorers.precision import experiment
-from explorers.precision.experiment import PrecisionOptions, PrecisionResult
+from explorers import batches, lazy
+
+# the package imports none of its own modules until used (explorers/lazy.py says why)
+__getattr__, __dir__ = lazy.exports(
+    __name__,
+    {
+        "experiment": "experiment",
+        "PrecisionOptions": "experiment",
+        "PrecisionResult": "experiment",
+        "run": "experiment",
+    },
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,8 @@ class StepInPrecision:
 
 
 def _one_step(model, batch, loss_fn, target, precision):
+    import explorers.precision.experiment as experiment
+
     model = batches.copy_model(model, "precision.compare").train()
     dtypes = experiment._Dtypes()
     with experiment._autocast(precision), dtypes:
@@ -83,7 +94,5 @@ def compare(
         torch.set_default_dtype(default)
     return results
 
-
-run = experiment.run  # the page's experiment, for a notebook
 
 __all__ = ["PrecisionOptions", "PrecisionResult", "StepInPrecision", "compare", "run"]

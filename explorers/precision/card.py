@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import explorers.precision.lesson as lesson
 from explorers.cards import AnswerCard
-from explorers.precision import lesson
 from explorers.precision.experiment import PrecisionResult
 
 QUESTION = "Training runs out of memory or is slow: would mixed precision help, and what can go wrong with it?"

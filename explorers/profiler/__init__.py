@@ -12,15 +12,21 @@
     profiler.profile_training(model, loader, optimizer, loss_fn, split_batch=lambda b: (b["x"], b["y"]))
 """
 
-from explorers.profiler.experiment import ProfileOptions, profile
-from explorers.profiler.your_model import (
-    PHASES,
-    ProfileResult,
-    StepTiming,
-    Verdict,
-    judge,
-    profile_training,
-    split_pair,
+from explorers import lazy
+
+__getattr__, __dir__ = lazy.exports(
+    __name__,
+    {
+        "ProfileOptions": "experiment",
+        "profile": "experiment",
+        "PHASES": "your_model",
+        "ProfileResult": "your_model",
+        "StepTiming": "your_model",
+        "Verdict": "your_model",
+        "judge": "your_model",
+        "profile_training": "your_model",
+        "split_pair": "your_model",
+    },
 )
 
 __all__ = [

@@ -7,7 +7,7 @@ process-wide thread count and starts the profiler, so the page runs it on the ru
 engine (`explorers.engine`), in a worker process of its own; from a notebook, call it
 directly::
 
-    from explorers.profiler import experiment
+    import explorers.profiler.experiment as experiment
     result = experiment.profile(experiment.ProfileOptions(data_cost_ms=20))
     result.verdict, result.mean_phases()
 """

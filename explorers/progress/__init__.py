@@ -17,6 +17,10 @@ From a notebook::
     progress.history.History(store.records(progress.learner.digest(me))).days()
 """
 
-from explorers.progress import history, learner, records, store, transfer
+from explorers import lazy
+
+__getattr__, __dir__ = lazy.exports(
+    __name__, {name: name for name in ("history", "learner", "records", "store", "transfer")}
+)
 
 __all__ = ["history", "learner", "records", "store", "transfer"]

@@ -24,20 +24,25 @@ it does not draw from changes nothing (with DataLoader workers, PyTorch seeds nu
     repro.manifest.differences(c.runs[0].manifest, other_manifest)
 """
 
-from explorers.reproducibility import manifest
-from explorers.reproducibility.experiment import (
-    COMPONENTS,
-    CompareOptions,
-    Comparison,
-    ResumedRun,
-    ResumeOptions,
-    ResumeResult,
-    RunRecord,
-    compare,
-    compare_runs,
-    resume,
-    resume_runs,
-    resume_study,
+from explorers import lazy
+
+__getattr__, __dir__ = lazy.exports(
+    __name__,
+    {
+        "manifest": "manifest",
+        "COMPONENTS": "experiment",
+        "CompareOptions": "experiment",
+        "Comparison": "experiment",
+        "ResumedRun": "experiment",
+        "ResumeOptions": "experiment",
+        "ResumeResult": "experiment",
+        "RunRecord": "experiment",
+        "compare": "experiment",
+        "compare_runs": "experiment",
+        "resume": "experiment",
+        "resume_runs": "experiment",
+        "resume_study": "experiment",
+    },
 )
 
 __all__ = [

@@ -49,7 +49,7 @@ def run_request(request: dict) -> None:
     """The job as the request asks, its result saved where the request says; "done" when the file is complete."""
     import torch
 
-    from explorers.reproducibility import job
+    import explorers.reproducibility.job as job
 
     config = job.JobConfig(**request["config"])
     resume = job.Resume(**request["resume"]) if request.get("resume") else None
@@ -71,7 +71,7 @@ def preload() -> None:
 
     import torch  # noqa: F401  (the import is most of a fresh process's start)
 
-    from explorers.reproducibility import job  # noqa: F401
+    import explorers.reproducibility.job as job  # noqa: F401
 
 
 def main(parent: int) -> None:

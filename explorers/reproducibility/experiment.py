@@ -34,8 +34,9 @@ from pathlib import Path
 
 import torch
 
+import explorers.reproducibility.fresh as fresh
+import explorers.reproducibility.manifest as manifest
 from explorers import bounds
-from explorers.reproducibility import fresh, manifest
 from explorers.reproducibility.job import SEED_RANGE, SOURCES, STEPS_RANGE, JobConfig, check_flags
 
 RUNS_RANGE = (2, 5)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+import explorers.reproducibility.lesson as lesson
 from explorers import chartroom, units
-from explorers.reproducibility import lesson
 from explorers.reproducibility.experiment import COMPONENTS, CompareOptions, Comparison, ResumeResult
 
 TITLE_SIZE = 19

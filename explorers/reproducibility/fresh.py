@@ -33,9 +33,10 @@ from pathlib import Path
 
 import torch
 
+import explorers.reproducibility.child as child
+import explorers.reproducibility.template as template
 from explorers.capacity import usable_cores
 from explorers.errors import RunFailed
-from explorers.reproducibility import child, template
 from explorers.reproducibility.child import PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]

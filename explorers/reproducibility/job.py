@@ -31,8 +31,8 @@ import numpy as np
 import torch
 from torch import nn
 
+import explorers.reproducibility.manifest as manifest
 from explorers import bounds
-from explorers.reproducibility import manifest
 from explorers.reproducibility.checkpoints import ResumableShuffle, Resume, load_checkpoint, save_checkpoint
 from explorers.reproducibility.recipe import (  # noqa: F401 (the job's recipe, read here as job.BATCH etc.)
     BATCH,

@@ -9,8 +9,8 @@ starts at step k.
 
 from __future__ import annotations
 
+import explorers.reproducibility.fresh as fresh
 from explorers import uploads
-from explorers.reproducibility import fresh
 from explorers.reproducibility.experiment import COMPONENTS, Comparison, ResumedRun, ResumeResult
 from explorers.reproducibility.job import SOURCES
 from explorers.statements import Statement

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import explorers.reproducibility.recipe as recipe
 from explorers import units, uploads
-from explorers.reproducibility import recipe
 
 VERSION = 1
 MAX_BYTES = 64 * 1024  # a manifest of this lab is about 1.5 KiB

@@ -63,7 +63,7 @@ def serve(caller: int, fd: int) -> None:
     # The watch thread, not the kernel's signal: that fires when the *thread* that started us ends, and a
     # notebook may start the template from a short-lived thread while another keeps using it.
     exit_with_parent(caller, kernel_signal=False)
-    from explorers.reproducibility import child
+    import explorers.reproducibility.child as child
 
     child.preload()
     for name in COMPILER_STACK:  # imported, never called: no state of a run's is touched
@@ -100,8 +100,8 @@ def _be_the_run(channel: socket.socket, fds: list[int], request: dict, template:
         for target, descriptor in zip((1, 2), fds, strict=True):
             os.dup2(descriptor, target)
             os.close(descriptor)
+        import explorers.reproducibility.child as child
         from explorers.lifeline import exit_with_parent
-        from explorers.reproducibility import child
 
         exit_with_parent(template, whole_group=True)
         child.reseed_from_the_os()

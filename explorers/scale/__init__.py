@@ -5,6 +5,8 @@ p = scale.plan("llama-3-8b", batch_size=1, seq_len=2048, precision="bf16-mixed",
 p.peak, p.at_peak, p.fits(80 * 2**30)
 """
 
-from explorers.scale.experiment import Plan, PlanOptions, plan
+from explorers import lazy
+
+__getattr__, __dir__ = lazy.exports(__name__, {"Plan": "experiment", "PlanOptions": "experiment", "plan": "experiment"})
 
 __all__ = ["Plan", "PlanOptions", "plan"]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import explorers.scale.lesson as lesson
 from explorers.cards import AnswerCard
-from explorers.scale import lesson
 from explorers.scale.experiment import Plan
 from explorers.scale.lesson import STATEMENTS
 from explorers.scale.remedies import Remedies

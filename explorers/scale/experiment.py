@@ -29,9 +29,10 @@ from dataclasses import dataclass
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+import explorers.scale.models as models
+import explorers.scale.scaling as scaling
 from explorers.memory.regions import BlockRegions
 from explorers.memory.your_model import Measurement, _measure_steps, _nbytes
-from explorers.scale import models, scaling
 
 PRECISIONS = ("fp32", "bf16-mixed", "bf16")
 OPTIMIZERS = ("adamw", "sgd_momentum", "sgd")

@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from explorers.scale import models
+import explorers.scale.models as models
 from explorers.scale.experiment import PlanOptions, _plan
 
 ADAM_MIXED_BYTES_PER_PARAMETER = 16

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from explorers.scale import models
+import explorers.scale.models as models
 from explorers.scale.experiment import GATHERED, GATHERED_GRADIENTS, Plan, PlanOptions
 from explorers.scale.formulas import Formulas
 from explorers.scale.remedies import Remedies

@@ -31,21 +31,30 @@ live accuracy move: that is how a shift is told apart from a deployment mismatch
     serving.checklist(c)      # the next actions, earliest stage first
 """
 
-from explorers.serving.actions import checklist
-from explorers.serving.card import answer_card
-from explorers.serving.drift import PSI_FLAG, FeatureDrift
-from explorers.serving.experiment import (
-    TOLERANCE,
-    Comparison,
-    ExampleDiff,
-    ServingOptions,
-    StageReport,
-    compare,
-    compare_run,
+from explorers import lazy
+
+__getattr__, __dir__ = lazy.exports(
+    __name__,
+    {
+        "checklist": "actions",
+        "answer_card": "card",
+        "PSI_FLAG": "drift",
+        "FeatureDrift": "drift",
+        "TOLERANCE": "experiment",
+        "Comparison": "experiment",
+        "ExampleDiff": "experiment",
+        "ServingOptions": "experiment",
+        "StageReport": "experiment",
+        "compare": "experiment",
+        "compare_run": "experiment",
+        "explain": "lesson",
+        "MISMATCHES": "pipeline",
+        "STAGES": "pipeline",
+        "Contract": "pipeline",
+        "Artefact": "training",
+        "trained": "training",
+    },
 )
-from explorers.serving.lesson import explain
-from explorers.serving.pipeline import MISMATCHES, STAGES, Contract
-from explorers.serving.training import Artefact, trained
 
 __all__ = [
     "MISMATCHES",

@@ -21,24 +21,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from explorers.tensors import interpreter, language
-from explorers.tensors.catalogue import DEFAULT_PUZZLE, PUZZLES, Puzzle
-from explorers.tensors.experiment import CheckOptions, check_answer
-from explorers.tensors.grading import Verdict
-from explorers.tensors.interpreter import Failed, Step
-from explorers.tensors.language import Refused
+from explorers import lazy
+
+__getattr__, __dir__ = lazy.exports(
+    __name__,
+    {
+        "interpreter": "interpreter", "language": "language",
+        "DEFAULT_PUZZLE": "catalogue", "PUZZLES": "catalogue", "Puzzle": "catalogue",
+        "CheckOptions": "experiment", "check_answer": "experiment",
+        "Verdict": "grading", "Failed": "interpreter", "Step": "interpreter", "Refused": "language",
+    },
+)  # fmt: skip
 
 
-def catalogue() -> dict[str, Puzzle]:
+def catalogue() -> dict:
+    from explorers.tensors.catalogue import PUZZLES
+
     return dict(PUZZLES)
 
 
-def check(name: str, expression: str, seed: int = 0) -> Verdict:
+def check(name: str, expression: str, seed: int = 0):
+    """The verdict (explorers/tensors/grading.py) on one puzzle and seed."""
+    from explorers.tensors.experiment import CheckOptions, check_answer
+
     return check_answer(CheckOptions(name, expression, seed))
 
 
-def trace(expression: str, **inputs: Any) -> list[Step]:
-    """Raises Refused (not in the language, or too large) or Failed (PyTorch's error)."""
+def trace(expression: str, **inputs: Any) -> list:
+    """The steps (explorers/tensors/interpreter.py). Raises Refused (not in the language, or too large) or Failed
+    (PyTorch's error)."""
+    import explorers.tensors.interpreter as interpreter
+    import explorers.tensors.language as language
+
     return interpreter.trace(language.parse(expression, inputs), inputs)
 
 

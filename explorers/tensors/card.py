@@ -5,8 +5,8 @@ Shown once the puzzle is solved; its evidence is the learner's own answer's trac
 
 from __future__ import annotations
 
+import explorers.tensors.lesson as lesson
 from explorers.cards import AnswerCard
-from explorers.tensors import lesson
 from explorers.tensors.catalogue import PUZZLES
 from explorers.tensors.figures import relation_words
 from explorers.tensors.grading import Verdict

@@ -22,7 +22,7 @@ import ast
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from explorers.tensors import language
+import explorers.tensors.language as language
 
 LEVELS = {1: "one op", 2: "two ops or an index", 3: "a composition"}
 REASON_WORDS = {  # a grading's verdicts, as a score describes the first one

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import explorers.tensors.grading as grading
+import explorers.tensors.language as language
 from explorers import bounds
-from explorers.tensors import grading, language
 from explorers.tensors.catalogue import PUZZLES
 from explorers.tensors.grading import Verdict
 

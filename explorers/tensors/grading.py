@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
-from explorers.tensors import cases, interpreter, language
+import explorers.tensors.cases as cases
+import explorers.tensors.interpreter as interpreter
+import explorers.tensors.language as language
 from explorers.tensors.catalogue import PUZZLES, Puzzle
 from explorers.tensors.interpreter import Failed, Step, dtype_name
 from explorers.tensors.language import Refused

@@ -8,9 +8,9 @@ falsify each one. The concept is the first hint; the puzzle's first op is the se
 
 from __future__ import annotations
 
+import explorers.tensors.language as language
 from explorers.progress.history import PuzzleScore
 from explorers.statements import Statement
-from explorers.tensors import language
 from explorers.tensors.cases import CASES, shape
 from explorers.tensors.catalogue import PUZZLES
 from explorers.tensors.figures import relation_words
