@@ -15,12 +15,32 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Mapping
+import types
+from collections.abc import Callable, Iterable, Mapping
 
 
-def exports(package: str, where: Mapping[str, str]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+class _Package(types.ModuleType):
+    """A package whose own functions keep their names when a module of the same name is imported (`drills.catalogue()`
+    beside `drills/catalogue.py`): Python sets each imported module on its package, which would replace them."""
+
+    _kept: frozenset[str] = frozenset()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in self._kept and isinstance(value, types.ModuleType) and callable(self.__dict__.get(name)):
+            return  # the module stays reachable as sys.modules[f"{package}.{name}"] and by `from ... import`
+        super().__setattr__(name, value)
+
+
+def exports(
+    package: str, where: Mapping[str, str], keep: Iterable[str] = ()
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """`__getattr__` and `__dir__` for `package`: each name in `where` is its module (named the same) or the
-    attribute of that name in the module it maps to, imported when first asked for and kept."""
+    attribute of that name in the module it maps to, imported when first asked for and kept. `keep`: the package's
+    own functions named like one of its modules."""
+    if keep:
+        module = sys.modules[package]
+        module.__class__ = _Package
+        object.__setattr__(module, "_kept", frozenset(keep))
 
     def __getattr__(name: str) -> object:  # noqa: N807 - the module-level hook's own name
         if name not in where:

@@ -28,7 +28,7 @@ from explorers import batches as batch_calls
 from explorers import lazy
 
 # the package imports none of its own modules until used (explorers/lazy.py says why)
-__getattr__, __dir__ = lazy.exports(__name__, {"Break": "breaks", "GraphBreaks": "breaks", "Payoff": "payoff"})
+__getattr__, __dir__ = lazy.exports(__name__, {"Break": "breaks", "GraphBreaks": "breaks", "Payoff": "timing"})
 
 
 def explain(model: torch.nn.Module, inputs: object) -> GraphBreaks:  # noqa: F821 - a lazy export
@@ -53,7 +53,7 @@ def payoff(
     loss_fn: Callable = torch.nn.functional.cross_entropy,
 ) -> Payoff:  # noqa: F821 - a lazy export
     import explorers.compiled.isolated as isolated
-    import explorers.compiled.payoff as timing
+    import explorers.compiled.timing as timing
 
     if not 1 <= steps <= 1000:
         raise ValueError(f"steps must be in [1, 1000], not {steps!r}")

@@ -20,8 +20,8 @@ import torch._dynamo.guards
 import explorers.compiled.presets as presets
 from explorers import bounds
 from explorers.compiled.breaks import GraphBreaks, explain, fullgraph_error
-from explorers.compiled.payoff import Payoff, payoff
 from explorers.compiled.recompiles import Recompiles, recompiles
+from explorers.compiled.timing import Payoff, payoff
 from explorers.rng import isolated_rng
 
 DYNAMIC = {"none": None, "false": False, "true": True}  # torch.compile(dynamic=...), as the page names them

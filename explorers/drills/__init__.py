@@ -32,6 +32,7 @@ __getattr__, __dir__ = lazy.exports(
         "FIXES": "fixes", "Fix": "fixes",
         "Comparison": "symptoms", "Finding": "symptoms", "compare": "symptoms",
     },
+    keep=("catalogue",),
 )  # fmt: skip
 
 

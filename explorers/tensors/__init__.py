@@ -31,6 +31,7 @@ __getattr__, __dir__ = lazy.exports(
         "CheckOptions": "experiment", "check_answer": "experiment",
         "Verdict": "grading", "Failed": "interpreter", "Step": "interpreter", "Refused": "language",
     },
+    keep=("catalogue",),
 )  # fmt: skip
 
 

@@ -11,7 +11,7 @@ import torch._dynamo as dynamo
 from explorers import compiled
 from explorers.compiled import experiment, lesson, presets, recompiles
 from explorers.compiled.experiment import CompileOptions, PayoffOptions
-from explorers.compiled.payoff import Payoff
+from explorers.compiled.timing import Payoff
 
 
 def test_options_refuse_what_is_out_of_range():

@@ -560,7 +560,7 @@ def test_inductors_precompiled_headers_go_in_the_folder_given_for_the_run_and_ba
     """The probe: they were written under the server's temp folder, outside the run's fresh cache, and stayed."""
     from torch._inductor import codecache
 
-    from explorers.compiled.payoff import headers_in
+    from explorers.compiled.timing import headers_in
 
     before = codecache._HEADER_DIR
     with tempfile.TemporaryDirectory() as folder, headers_in(folder) as headers:

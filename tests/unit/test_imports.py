@@ -73,3 +73,16 @@ def test_no_package_imports_its_own_modules_when_it_is_imported():
                 if isinstance(node, ast.ImportFrom) and node.module == package and module.name != "__init__.py":
                     offenders.append(f"{module.relative_to(ROOT)}: from {package} import ...")
     assert not offenders, offenders
+
+
+def test_a_packages_own_function_keeps_its_name_when_its_namesake_module_is_imported():
+    """`drills.catalogue()` beside `drills/catalogue.py`: Python sets an imported module on its package, which
+    replaced the function once the package stopped importing the module before defining it."""
+    script = (
+        "import explorers.drills.catalogue, explorers.tensors.catalogue\n"
+        "from explorers import drills, tensors\n"
+        "print(len(drills.catalogue()), len(tensors.catalogue()))"
+    )
+    shown = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    drills, puzzles = map(int, shown.stdout.split())
+    assert drills >= 14 and puzzles >= 37, shown.stderr
