@@ -61,7 +61,7 @@ def show(reading: Reading) -> None:
     )
     figures.plotly(
         charts.timeline_figure(reading, f"Timeline: {reading.timeline_title}"),
-        lesson.figure_caption("Timeline (counted from the events)", reading, settings),
+        lesson.figure_caption(lesson.timeline_what(reading), reading, settings),
         "evidence-timeline",
     )
     st.caption(lesson.card_line(reading, source))
@@ -85,18 +85,18 @@ with stage:
 
 if isinstance(reading, Reading):
     said, remedy, (lab_page, lab_words) = lesson.verdict(reading)
-    st.subheader(lesson.QUESTIONS_TITLE)
-    if upload is not None:
-        st.caption(lesson.NOT_SCORED)
-    for question in questions.questions(reading):
-        evidence_practice.ask(question, None if upload is not None else shipped.key, page.presenting)
-    st.subheader(lesson.READING_TITLE)
+    st.subheader(lesson.READING_TITLE)  # the evidence first: the questions below point into it
     st.markdown("\n".join(f"- {line}" for line in lesson.reading_lines(reading)))
     if reading.blocking:
         st.caption(lesson.blocking_caption(reading))
         figures.table(lesson.blocking_rows(reading))
     figures.table(lesson.kernel_rows(reading))
     figures.table(lesson.activity_rows(reading))
+    st.subheader(lesson.QUESTIONS_TITLE)
+    if upload is not None:
+        st.caption(lesson.NOT_SCORED)
+    for question in questions.questions(reading):
+        evidence_practice.ask(question, None if upload is not None else shipped.key, page.presenting)
     figures.why_panel([s.text for s in lesson.STATEMENTS.values()])
     # The verdict and the card answer the questions: on a shipped trace they wait for every answer to be checked
     if upload is not None or evidence_practice.answered_all(reading, shipped.key):

@@ -64,7 +64,7 @@ def split_figure(reading: Reading, title: str) -> go.Figure:
             hovertemplate=f"{bar}: {ms:,.2f} ms ({percent:.1f}%)<extra></extra>",
         )
     figure.update_layout(barmode="stack", showlegend=False)  # each part named in its bar; all in the reading below
-    figure.update_xaxes(title_text="% of the GPU window (top), of the stream's idle time (bottom)", range=[0, 100])
+    figure.update_xaxes(title_text="% of each bar's whole", range=[0, 100])
     figure.update_yaxes(autorange="reversed")
     return chartroom.style(figure, title, height=230)
 

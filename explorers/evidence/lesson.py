@@ -125,6 +125,11 @@ def figure_caption(what: str, reading: Reading, settings: dict) -> str:
     return f"{what} · {reading.card or 'GPU not named in the trace'} · {shown}"
 
 
+def timeline_what(reading: Reading) -> str:
+    marks = "" if reading.steps else "; the trace marks no ProfilerStep, so the whole GPU window"
+    return f"Timeline (counted from the events{marks})"
+
+
 def split_line(reading: Reading) -> str:
     w = reading.window_us
     dropped = reading.gpu_events - reading.gpu_events_hta

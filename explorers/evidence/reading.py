@@ -464,11 +464,11 @@ def _timeline(events, steps: list[dict], gpu: list[dict], blocking: set[int]) ->
     busy = [s for s in steps if has_gpu_work(s)]
     if busy:
         step = sorted(busy, key=lambda s: (s["dur"], s["ts"]))[(len(busy) - 1) // 2]
-        start, end, title = step["ts"], step["ts"] + step["dur"], f"{step['name']}, one step of {len(steps)}"
+        start, end, title = step["ts"], step["ts"] + step["dur"], f"{step['name']} ({len(steps)} steps)"
     else:
         start = min(e["ts"] for e in gpu)
         end = max(e["ts"] + e["dur"] for e in gpu)
-        title = "the whole GPU window (the trace marks no ProfilerStep)"
+        title = "the whole GPU window"
     spans = []
     for thread, rows in _rows(events, start, end).items():
         for e in rows:
