@@ -23,7 +23,8 @@ READ_LIMIT_S = 60
 page = start_lab("evidence", FIELDS)
 bench, stage = page.workbench()
 with bench, page.controls():
-    page.widget("trace")
+    held = st.session_state.get(page.key("upload")) is not None  # a file read in its place: the choice waits
+    page.widget("trace", disabled=held, help=lesson.TRACE_HELD if held else None)
     upload = st.file_uploader(
         f"Or read your own trace (.json or .json.gz, up to {format_bytes(loading.MAX_FILE_BYTES)})",
         type=["json", "gz"],
@@ -34,11 +35,11 @@ with bench, page.controls():
     st.caption(lesson.UPLOAD_PRIVACY)
 
 shipped = SHIPPED[page.value("trace")]
-refusal = None
+reading = refusal = None
 if upload is not None:
     name = uploads.code(upload.name)
     if upload.size > loading.MAX_FILE_BYTES:
-        reading, refusal = None, f"it is {format_bytes(upload.size)}, over {format_bytes(loading.MAX_FILE_BYTES)}"
+        refusal = f"it is {format_bytes(upload.size)}, over {format_bytes(loading.MAX_FILE_BYTES)}"
     else:
         data = upload.getvalue()
         answer = runs.run(
@@ -46,6 +47,8 @@ if upload is not None:
             timeout_s=READ_LIMIT_S, long=True,
         )  # fmt: skip
         reading, refusal = (None, answer) if isinstance(answer, str) else (answer, None)
+own = reading is not None  # the upload's reading; otherwise the chosen trace's (a refused upload is said above it)
+if own:
     title, source, settings = f"Your trace {name}", f"your upload {name}", {"file": name}
 else:
     reading = runs.run(read_shipped, ShippedOptions(shipped.key), label="Reading the trace", timeout_s=READ_LIMIT_S)
@@ -68,9 +71,9 @@ def show(reading: Reading) -> None:
 
 
 with stage:
-    if reading is None:
-        st.error(lesson.not_read(name, refusal), icon=":material/error:")
-    elif isinstance(reading, CpuReading):
+    if refusal is not None:
+        st.error(lesson.not_read(name, refusal, shipped.title), icon=":material/error:")
+    if isinstance(reading, CpuReading):
         st.warning(lesson.cpu_lines(reading)[0], icon=":material/info:")
         figures.plotly(
             charts.labels_figure(reading.labels, "The record_function labels"),
@@ -93,13 +96,13 @@ if isinstance(reading, Reading):
     figures.table(lesson.kernel_rows(reading))
     figures.table(lesson.activity_rows(reading))
     st.subheader(lesson.QUESTIONS_TITLE)
-    if upload is not None:
+    if own:
         st.caption(lesson.NOT_SCORED)
     for question in questions.questions(reading):
-        evidence_practice.ask(question, None if upload is not None else shipped.key, page.presenting)
+        evidence_practice.ask(question, None if own else shipped.key, page.presenting)
     figures.why_panel([s.text for s in lesson.STATEMENTS.values()])
     # The verdict and the card answer the questions: on a shipped trace they wait for every answer to be checked
-    if upload is not None or evidence_practice.answered_all(reading, shipped.key):
+    if own or evidence_practice.answered_all(reading, shipped.key):
         st.subheader(lesson.VERDICT_TITLE)
         st.markdown(f"{said} {remedy}")
         st.page_link(lab_page, label=lab_words, icon=":material/arrow_forward:")
@@ -109,7 +112,7 @@ figures.notes_download(
     "GPU evidence",
     " · ".join(f"GPU evidence · {k} {v}" for k, v in settings.items()),
     {
-        "The trace": lesson.notes_trace(reading, source, refusal),
+        "The trace": lesson.notes_trace(reading, source),
         "Reading": "\n".join(f"- {line}" for line in lesson.notes_lines(reading)),
         "Your answers so far": "\n".join(f"- {s}" for s in evidence_practice.scores()) or "–",
     },

@@ -56,14 +56,17 @@ def split_figure(reading: Reading, title: str) -> go.Figure:
         figure.add_bar(
             y=["GPU window" if group == "Time split" else stream],
             x=[percent],
-            name=bar,
+            name=SHORT[bar],
             orientation="h",
             marker_color=colour,
-            text=[f"{SHORT[bar]} {percent:.0f}%" if percent >= 15 else ""],
+            text=[f"{percent:.0f}%" if percent >= 10 else ""],
             textposition="inside",
+            textangle=0,
+            insidetextanchor="middle",
             hovertemplate=f"{bar}: {ms:,.2f} ms ({percent:.1f}%)<extra></extra>",
         )
-    figure.update_layout(barmode="stack", showlegend=False)  # each part named in its bar; all in the reading below
+    # a part too narrow for its number shows none (plotly would shrink or turn it); the legend names every colour
+    figure.update_layout(barmode="stack", showlegend=True, uniformtext={"minsize": 12, "mode": "hide"})
     figure.update_xaxes(title_text="% of each bar's whole", range=[0, 100])
     figure.update_yaxes(autorange="reversed")
     return chartroom.style(figure, title, height=230)
@@ -72,7 +75,7 @@ def split_figure(reading: Reading, title: str) -> go.Figure:
 def timeline_figure(reading: Reading, title: str) -> go.Figure:
     """One step: a row per CPU thread's ops and runtime calls and per GPU stream, a bar per span, by kind."""
     figure = go.Figure()
-    rows = sorted({s.row for s in reading.timeline}, key=lambda r: (r.startswith("GPU"), r))
+    rows = sorted({s.row for s in reading.timeline}, key=lambda r: (r.startswith("GPU"), r))  # threads, then streams
     for kind, colour in KIND_COLOURS.items():
         spans = [s for s in reading.timeline if s.kind == kind]
         if not spans:

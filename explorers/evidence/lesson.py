@@ -343,8 +343,11 @@ READING_TITLE = "The reading"
 VERDICT_TITLE = "What bounds it, and what to try first"
 
 
-def not_read(name: str, reason: str) -> str:
-    return f"{name} was not read: {reason}."
+TRACE_HELD = "Your file is read in place of a trace: remove it (× beside its name) to choose one again."
+
+
+def not_read(name: str, reason: str, shown: str) -> str:
+    return f"{name} was not read: {reason}. Below: {shown}."
 
 
 def reading_lines(reading: Reading) -> list[str]:
@@ -373,13 +376,9 @@ def cpu_lines(reading: CpuReading) -> list[str]:
     return lines
 
 
-def notes_trace(reading: Reading | CpuReading | None, source: str, refusal: str | None) -> str:
-    if isinstance(reading, Reading):
-        return card_line(reading, source)
-    return f"{source}: " + ("no GPU events" if reading is not None else f"not read ({refusal})")
+def notes_trace(reading: Reading | CpuReading, source: str) -> str:
+    return card_line(reading, source) if isinstance(reading, Reading) else f"{source}: no GPU events"
 
 
-def notes_lines(reading: Reading | CpuReading | None) -> list[str]:
-    if isinstance(reading, Reading):
-        return reading_lines(reading)
-    return cpu_lines(reading) if reading is not None else []
+def notes_lines(reading: Reading | CpuReading) -> list[str]:
+    return reading_lines(reading) if isinstance(reading, Reading) else cpu_lines(reading)

@@ -63,6 +63,8 @@ def read(data: bytes) -> Trace:
     if len(data) > MAX_FILE_BYTES:
         raise Refused(f"the file is {len(data) / 2**20:.1f} MiB, over {MAX_FILE_BYTES // 2**20} MiB: gzip it first")
     text = _text(_inflated(bytes(data)))
+    if not text.strip():
+        raise Refused("the file is empty")
     if (depth := uploads.json_depth(text)) > uploads.MAX_DEPTH:
         raise Refused(f"its JSON nests {depth} deep; a profiler trace nests under 10 and this lab reads up to 64")
     try:
@@ -117,7 +119,7 @@ def _text(data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise Refused(f"it is not UTF-8 text (a byte at {error.start} is not), so not a JSON trace") from None
+        raise Refused(f"it is not a text file (byte {error.start:,} is not UTF-8), so not a JSON trace") from None
 
 
 def _no_constant(name: str) -> float:

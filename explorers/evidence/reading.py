@@ -470,14 +470,18 @@ def _timeline(events, steps: list[dict], gpu: list[dict], blocking: set[int]) ->
         end = max(e["ts"] + e["dur"] for e in gpu)
         title = "the whole GPU window"
     spans = []
-    for thread, rows in _rows(events, start, end).items():
+    by_thread = _rows(events, start, end)
+    # CPU threads numbered by how much they hold (the trace's thread ids are long numbers that say nothing)
+    cpu = [t for t, rows in by_thread.items() if any(e["cat"] not in GPU_CATEGORIES for e in rows)]
+    number = {t: n for n, t in enumerate(sorted(cpu, key=lambda t: -len(by_thread[t])), 1)}
+    for thread, rows in by_thread.items():
         for e in rows:
             if e["cat"] in GPU_CATEGORIES:
                 kind, row = kind_of(e), f"GPU stream {e.get('args', {}).get('stream', e['tid'])}"
             elif e["cat"] in RUNTIME_CATEGORIES:
-                kind, row = ("blocking" if id(e) in blocking else "runtime"), f"CPU {thread} calls"
+                kind, row = ("blocking" if id(e) in blocking else "runtime"), f"Thread {number[thread]} calls"
             else:
-                kind, row = "cpu op", f"CPU {thread} ops"
+                kind, row = "cpu op", f"Thread {number[thread]} ops"
             first, last = max(e["ts"], start), min(e["ts"] + e["dur"], end)
             spans.append(Span(row, first - start, max(last - first, 0.0), e["name"], kind))
     if len(spans) > MAX_SPANS:

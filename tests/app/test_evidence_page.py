@@ -126,7 +126,10 @@ def test_an_uploaded_trace_gets_the_same_reading_graded_not_kept():
 )
 def test_a_hostile_upload_is_answered_with_a_message_and_no_figure(content, said):
     at = upload(open_page(PAGE), "a` ![x](http://example.invalid/a.png) `.json", content)
-    assert at.error and said in at.error[0].value and not at.get("plotly_chart")
+    assert at.error and said in at.error[0].value
+    # the chosen trace stays below the message, its choice held until the file is removed
+    assert SHIPPED[DEFAULT].title in at.error[0].value and len(at.get("plotly_chart")) == 2
+    assert at.selectbox(key="evidence.trace").disabled
     assert "![x]" not in at.error[0].value.replace("`a\\x60 ![x]", "")  # the name shown as code, never as markdown
 
 
