@@ -1,7 +1,7 @@
 """The real GPU traces this lab ships (assets/traces: HolisticTraceAnalysis's test data, MIT licence, MANIFEST.md).
 
-Each title says what the source says the job was and how many ranks it had: never what the
-trace shows, so no title answers a question about it. The card is read from the trace itself.
+Each title and key says what the source says the job was and how many ranks it had: never what the
+trace shows, so none answers a question about it. The card is read from the trace itself.
 HTA's `timeline_analysis/sampled_rank-0` was shipped once and dropped after an audit: it keeps 0.5% of its
 job's runtime calls (the full traces keep about 20%), so its idle time was mostly events left out.
 """
@@ -28,7 +28,9 @@ class Shipped:
 
     @property
     def source(self) -> str:
-        return f"{SOURCE}, {self.source_path}"
+        """Where it comes from, as the page says it: the file's own path would name what some show (cuda_event_sync),
+        so the manifest holds it."""
+        return f"{SOURCE}; its path and sha256 in assets/traces/MANIFEST.md"
 
 
 SHIPPED = {
@@ -36,7 +38,7 @@ SHIPPED = {
     for s in (
         Shipped("alexnet", "a100_alexnet_train.json.gz", "AlexNet forward benchmark (warm-up and measure)",
                 "tests/data/critical_path/alexnet"),
-        Shipped("event-sync", "a100_cuda_event_sync.json.gz", "A test program, one ProfilerStep",
+        Shipped("one-step", "a100_cuda_event_sync.json.gz", "A test program, one ProfilerStep",
                 "tests/data/critical_path/cuda_event_sync"),
         Shipped("embeddings-8", "a100_trace_diff_control.json.gz", "Embedding-table training, rank 3 of 8 (NCCL)",
                 "tests/data/trace_diff/control"),
@@ -44,7 +46,7 @@ SHIPPED = {
                 "tests/data/trace_diff/test"),
         Shipped("train-v100", "v100_train_rank0.json.gz", "A training job, rank 0 of 1",
                 "tests/data/ns_resolution_trace"),
-        Shipped("toy-rocm", "mi250_minitoy_train.json.gz", "A training loop on ROCm 6.2, two ProfilerSteps",
+        Shipped("rocm-loop", "mi250_minitoy_train.json.gz", "A training loop on ROCm 6.2, two ProfilerSteps",
                 "tests/data/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz"),
     )
 }  # fmt: skip

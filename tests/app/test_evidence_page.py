@@ -105,7 +105,7 @@ def test_a_hostile_link_gets_a_notice_and_the_default_trace(raw):
 
 def test_an_uploaded_trace_gets_the_same_reading_graded_not_kept():
     at = open_page(PAGE)
-    data = SHIPPED["toy-rocm"].path.read_bytes()
+    data = SHIPPED["rocm-loop"].path.read_bytes()
     upload(at, "my trace.json.gz", data)
     reading = evidence.read(data)
     assert lesson.split_line(reading) in words(at) and lesson.NOT_SCORED in words(at)
@@ -153,7 +153,7 @@ def test_the_profiler_labs_own_trace_round_trips_to_the_phases_it_showed():
 
 
 def test_presenting_shows_both_figures_and_plain_tables():
-    at = open_page(PAGE, {"present": "1", "trace": "event-sync"})
+    at = open_page(PAGE, {"present": "1", "trace": "one-step"})
     assert not at.exception and len(at.get("plotly_chart")) == 2 and not at.dataframe and at.table
 
 

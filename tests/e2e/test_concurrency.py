@@ -100,7 +100,7 @@ def scripted_sessions() -> list[Session]:
         ),
         Session(
             "gpu evidence: a trace's first question",
-            "GPU_evidence?trace=event-sync",
+            "GPU_evidence?trace=one-step",
             [("the idle bar and the host, check", picked("GPU idle", BOUND_CAUSES["host"], "Check"))],
         ),
         Session(
