@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import explorers.evidence.loading as loading
 import explorers.evidence.questions as questions
+from explorers import units
 from explorers.evidence.cpu import CpuReading
 from explorers.evidence.questions import BOUND_CAUSES, Grade, Question
 from explorers.evidence.reading import Reading
@@ -109,7 +110,7 @@ def ms(us: float) -> str:
 
 
 def percent(part: float, whole: float) -> str:
-    return f"{100 * part / whole:.1f}%" if whole else "n/a"
+    return units.percent(part / whole) if whole else "n/a"
 
 
 def card_line(reading: Reading, source: str) -> str:
