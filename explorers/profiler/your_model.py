@@ -301,17 +301,19 @@ class _Stepper:
         return timings, (time.perf_counter() - start) * 1000
 
 
-def _steps_from_events(events) -> list[StepTiming]:
+def steps_from_events(events, phases: Sequence[str] = PHASES) -> list[StepTiming]:
     """Per step body (the STEP_LABEL span), the time of each labelled phase inside it."""
     spans = sorted((e for e in events if e.name == STEP_LABEL), key=lambda e: e.time_range.start)
-    phases = [e for e in events if e.name.startswith(LABEL)]
+    labelled = [e for e in events if e.name.startswith(LABEL)]
     origin = spans[0].time_range.start if spans else 0
     steps = []
     for span in spans:
         inside = [
-            e for e in phases if span.time_range.start <= e.time_range.start and e.time_range.end <= span.time_range.end
+            e
+            for e in labelled
+            if span.time_range.start <= e.time_range.start and e.time_range.end <= span.time_range.end
         ]
-        totals = {p: 0.0 for p in PHASES}
+        totals = {p: 0.0 for p in phases}
         marks = []
         for event in inside:
             name = event.name.removeprefix(LABEL)
@@ -333,7 +335,7 @@ class _Recorder:
 
     def __call__(self, prof) -> None:
         self.done += 1
-        self.steps += _steps_from_events(prof.events())[: self.active]
+        self.steps += steps_from_events(prof.events())[: self.active]
         for average in prof.key_averages():
             if not average.key.startswith((LABEL, STEP_LABEL, "ProfilerStep")):
                 totals = self.ops.setdefault(average.key, [0, 0.0, 0.0])
