@@ -305,7 +305,7 @@ def _ops(events: list[_Event], steps: int) -> tuple[OpRow, ...]:
 
 
 def _timeline(events: list[_Event], body: _Event) -> tuple[tuple[Span, ...], int]:
-    """One step: its phases, and the operators each phase called directly (those under 0.5% of it counted, not drawn)."""
+    """One step: its phases, and the operators each phase called directly (under 0.5% of it: counted, not drawn)."""
     smallest = (body.end - body.start) * 0.005
     spans, hidden = [], 0
     for event in events:
