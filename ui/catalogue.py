@@ -144,6 +144,14 @@ LABS = (
         "pages/17_GPU_evidence.py",
         extends=5,
     ),
+    Lab(
+        "slowstep",
+        "Slow step",
+        "Why is this training step slow? Point at the evidence, pick a fix, and measure whether it paid.",
+        ":material/speed:",
+        "pages/18_Slow_step.py",
+        extends=5,
+    ),
 )
 
 

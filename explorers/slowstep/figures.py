@@ -41,7 +41,7 @@ def comparison_figure(slow: dict[str, float], other: dict[str, float], names: tu
     return chartroom.style(figure, title, height=420)
 
 
-def fix_figure(run: FixRun, fix_label: str) -> go.Figure:
+def fix_figure(run: FixRun) -> go.Figure:
     means = {which: {p: sum(r[p] for r in rows) / len(rows) for p in PHASES} for which, rows in
              (("slow", run.blocks.slow), ("other", run.blocks.other))}  # fmt: skip
     return comparison_figure(means["slow"], means["other"], ("the loop", "with your fix"), "Your fix against the loop")

@@ -121,7 +121,6 @@ NOT_SHOWN = (
     "This run did not show a bottleneck beyond its noise margin, so the lab grades nothing on it. "
     "Measure again: a busy machine blurs a few milliseconds."
 )
-GPU_LINK = "pages/17_GPU_evidence.py"
 
 
 def breakdown(run: measure.EvidenceRun) -> str:
@@ -142,7 +141,8 @@ def evidence_label(run: measure.EvidenceRun, item: str) -> str:
         return f"The {PHASE_NAMES[key]} bar: {ms(run.evidence.phases[key])} ms per step"
     row = next(r for r in run.evidence.ops if r.key == key)
     inputs = f" {row.inputs}" if row.inputs else ""
-    return f"{row.name}{inputs} in {row.phase}: {ms(row.self_ms)} ms self per step, {row.calls:g} calls"
+    calls = f"{row.calls:g} call{'s' * (row.calls != 1)}"
+    return f"{row.name}{inputs} in {row.phase}: {ms(row.self_ms)} ms self per step, {calls}"
 
 
 def evidence_choices(run: measure.EvidenceRun) -> tuple[str, ...]:
@@ -162,10 +162,10 @@ def evidence_grade(run: measure.EvidenceRun, item: str) -> str:
         what = "that operator row"
     where = " and ".join(PHASE_NAMES[p].split(" (")[0] for p in run.answer_phases)
     verdict = "points at the bottleneck" if item in run.answers else "does not point at the bottleneck"
+    change = f"{ms(held)} ms more" if held >= 0 else f"{ms(-held)} ms less"
     return (
         f"Your evidence {verdict}: against the correct loop on the same seed and data, the slow step took "
-        f"{ms(extra)} ms more (±{ms(noise)} ms noise), and {what} held {ms(held)} ms of it. "
-        f"The extra time is in {where}."
+        f"{ms(extra)} ms more (±{ms(noise)} ms noise), and {what} took {change}. The extra time is in {where}."
     )
 
 
@@ -217,3 +217,22 @@ def planted(drill: str) -> str:
 
 def why(drill: str) -> str:
     return str(STATEMENTS[catalogue.DRILLS[drill].fix])
+
+
+QUESTIONS_TITLE = "Your diagnosis"
+REVEAL_TITLE = "The planted bug"
+CHECK = "Check and run my fix"
+AGAIN_HELP = "A new measurement of the same drill and seed: runs on a busy machine scatter."
+OPS_CAPTION = (
+    "Operators by self time per step, from torch.profiler with record_shapes: each row's phase, its inputs' "
+    "dtypes and shapes, and each phase's own Python time outside any operator."
+)
+TRACE_DOWNLOAD = "Download the trace (Chrome JSON, gzipped)"
+TRACE_HELP = "The profiled steps as torch.profiler exported them: open it in ui.perfetto.dev or chrome://tracing."
+UNKNOWN_EVIDENCE = "The link's evidence is not among this run's phase bars and operator rows, so none is picked."
+UNKNOWN_FIX = "The link's fix is not offered on this drill and seed, so none is picked."
+GPU_LINK_WORDS = "GPU evidence: traces where an .item() holds the host"
+
+
+def kept_line(right: bool) -> str:
+    return f"Your first answer on this drill and seed, the one kept: {'right' if right else 'not right'}."
