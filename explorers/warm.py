@@ -28,6 +28,7 @@ LAB_MODULES = (
     "explorers.precision",
     "explorers.tensors",
     "explorers.evidence.experiment",
+    "explorers.slowstep.experiment",
     "hta.trace_analysis",
 )
 

@@ -5,8 +5,10 @@ import streamlit as st
 from explorers.drills import DRILLS
 from explorers.drills.catalogue import label
 from explorers.evidence.shipped import SHIPPED
+from explorers.slowstep.catalogue import DRILLS as SLOW_DRILLS
+from explorers.slowstep.catalogue import label as slow_label
 from explorers.tensors.catalogue import label as puzzle_label
-from ui import drill, evidence_practice, mock, plan, practice, progress, puzzles
+from ui import drill, evidence_practice, mock, plan, practice, progress, puzzles, slowstep_practice
 from ui.frame import presenting, start_page
 
 start_page("Mock interview", ":material/record_voice_over:")
@@ -52,6 +54,12 @@ practice_question(
     "mock-tensor", f"**Tensor transformation.** {mock.TENSOR_QUESTION}", puzzles.PAGE,
     f"Tensor drills: {puzzle_label(puzzle_name)} (seed {puzzle_seed})", ":material/view_in_ar:",
     {"puzzle": puzzle_name, "seed": str(puzzle_seed)},
+)  # fmt: skip
+slow_name, slow_seed = mock.current_slow_step_question()
+practice_question(
+    "mock-slow-step", f"**Slow step.** {mock.SLOW_STEP_QUESTION}", slowstep_practice.PAGE,
+    f"Slow step: {slow_label(slow_name)} (seed {slow_seed})", ":material/speed:",
+    {"drill": SLOW_DRILLS[slow_name].link_id, "seed": str(slow_seed)},
 )  # fmt: skip
 trace = mock.current_trace_question()
 practice_question(

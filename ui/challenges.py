@@ -76,6 +76,11 @@ BY_LAB: dict[str, dict[str, str]] = {
         "cost": "The (B, T, D) tensor is expanded to (B, T, T, D) for pairwise scores. What does it cost, and when?",
         "input": "The batch holds a single sequence of length 1. Which of your broadcasts changes meaning?",
     },
+    "slowstep": {
+        "fails": "Your fix made the step 30% faster and the loss curve changed. Do you ship it? What do you check?",
+        "cost": "The profile shows the optimizer at 40% of the step. Which numbers do you want before touching it?",
+        "input": "The same job is fast on a GPU box and slow on a CPU box. Which phase do you compare first, and why?",
+    },
     "evidence": {
         "fails": "A GPU job's trace shows the GPU idle 60% of the step. What do you look at next, and in what order?",
         "cost": "Adding a loss logger slowed each step by 30 ms on the GPU. What in the trace shows why?",

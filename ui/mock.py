@@ -15,6 +15,7 @@ from explorers.drills import DRILLS
 from explorers.evidence.shipped import SHIPPED
 from explorers.progress.history import MOCK_POINTS, MockScore
 from explorers.progress.records import Record
+from explorers.slowstep.catalogue import DRILLS as SLOW_DRILLS
 from explorers.tensors.catalogue import PUZZLES
 from ui import challenges, progress
 from ui.catalogue import LABS, Lab
@@ -45,6 +46,10 @@ TENSOR_QUESTION = (
 TRACE_QUESTION = (
     "The interviewer shows you a real GPU trace and asks question 5's follow-ups: what bounds the step, where does "
     "the CPU wait for the GPU, is communication hidden? Answer from the evidence, then say what you would change first."
+)
+SLOW_STEP_QUESTION = (
+    "Question 5 itself: this training step is slow. The interviewer hands you its profile and asks where the time "
+    "goes and what you would change first, then asks you to show the change paid."
 )
 SEED_KEY = "_mock_seed"
 
@@ -79,6 +84,16 @@ def tensor_question(seed: int) -> tuple[str, int]:
 def trace_question(seed: int) -> str:
     """The set's profiling evidence: one of the GPU evidence lab's shipped traces, drawn from the set's own seed."""
     return random.Random(f"trace-{seed}").choice(sorted(SHIPPED))
+
+
+def slow_step_question(seed: int) -> tuple[str, int]:
+    """The set's slow step: one of the Slow step lab's drills and its seed, drawn from the set's own seed."""
+    rng = random.Random(f"slowstep-{seed}")
+    return rng.choice(sorted(SLOW_DRILLS)), rng.randrange(100)
+
+
+def current_slow_step_question() -> tuple[str, int]:
+    return slow_step_question(set_seed())
 
 
 def current_trace_question() -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from explorers.progress.history import MOCK_POINTS, Weak
-from ui import mock, practice, progress, puzzles
+from ui import mock, practice, progress, puzzles, slowstep_practice
 from ui.catalogue import LABS
 
 PAGE = "pages/9_Study_plan.py"
@@ -61,7 +61,7 @@ DAYS = (
         "Questions 5 to 8, each with a metric or trace that could prove you wrong",
         "Quote the number on "
         "screen that would change your answer: a phase time, a peak, a divergent step, a first failing stage.",
-        ("profiler", "ddp", "reproducibility", "serving", "compile", "precision", "evidence"),
+        ("profiler", "ddp", "reproducibility", "serving", "compile", "precision", "evidence", "slowstep"),
     ),
     Day(
         5,
@@ -83,8 +83,8 @@ DAYS = (
         7,
         "Review your five weakest answers",
         "Redo your five weakest answers below, drawn from your mock interview scores, your drills, your tensor "
-        "puzzles, your GPU trace answers and your predictions, the weakest first, at 30 seconds, 2 minutes and 10 "
-        "minutes.",
+        "puzzles, your GPU trace and slow-step answers and your predictions, the weakest first, at 30 seconds, "
+        "2 minutes and 10 minutes.",
         (),
     ),
 )
@@ -107,7 +107,9 @@ def weak_link(weak: Weak) -> None:
     else:
         words = f"Prediction, wrong first answer: {progress.plain(item.question)}"
         target = entry.page if entry and entry.page else None
-    if target and slug == "evidence":  # a trace's question: back to that trace
+    if target and slug == "slowstep":  # a slow-step answer: back to its drill and seed
+        st.page_link(target, label=words, icon=":material/replay:", query_params=slowstep_practice.link(item.key))
+    elif target and slug == "evidence":  # a trace's question: back to that trace
         st.page_link(target, label=words, icon=":material/replay:", query_params={"trace": item.key.split(".")[1]})
     elif target:
         st.page_link(target, label=words, icon=":material/replay:")
