@@ -36,8 +36,9 @@ STATEMENTS: dict[str, Statement] = {
     ),
     "tensor_rows": Statement(
         text=(
-            "`torch.tensor` on nested Python lists reads the numbers one Python object at a time. "
-            "Rows kept as one tensor are gathered by indexing, with no per-number Python work."
+            "`torch.tensor` on nested Python lists reads the numbers one Python object at a time, so its time "
+            "grows with how many numbers there are. Rows kept in a tensor are gathered as blocks of memory "
+            "(`index_select`, `torch.stack`)."
         ),
         scope="lists of Python numbers (a NumPy array or a tensor is copied as a block of memory)",
         source="torch/csrc/utils/tensor_new.cpp: internal_new_from_data",
