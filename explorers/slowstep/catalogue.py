@@ -144,7 +144,7 @@ DRILLS: dict[str, Drill] = {
           "out = torch.cat([model(sample[None]) for sample in x])"),
         D("anomaly_detection_on", {"anomaly": True}, "anomaly_off", ("forward", "backward"),
           "torch.autograd.set_detect_anomaly(True)"),
-        D("checkpointing_a_small_model", {"checkpointing": True}, "no_checkpointing", ("backward",),
+        D("checkpointing_a_small_model", {"checkpointing": True}, "no_checkpointing", ("forward", "backward"),
           "x = checkpoint(block, x, use_reentrant=False)"),
         D("ema_by_deepcopy", {"ema": "deepcopy"}, "ema_in_place", ("other",),
           "fresh = copy.deepcopy(model)  # every step, then blended with the old EMA"),

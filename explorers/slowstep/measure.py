@@ -137,12 +137,18 @@ class EvidenceRun:
 
     @property
     def answer_ops(self) -> tuple[str, ...]:
-        """The shown operator rows that hold the extra time: the one that grew most, and any holding a fifth of it."""
+        """The shown operator rows that hold the extra time: in a phase that holds it (`answer_phases`, measured in
+        pairs), the row that grew most and any that grew by a fifth of the step's extra time. Two profiled steps per
+        loop are too few to judge a row by itself: its phase's paired measurement vouches for it."""
         if not self.shown:
             return ()
-        growth = self.op_growth
-        total = self.extra_ms()[0]
+        phases = self.answer_phases
+        growth = {row.key: g for row, g in zip(self.evidence.ops, self.op_growth.values(), strict=True)
+                  if row.phase in phases}  # fmt: skip
+        if not growth:
+            return ()
         top = max(growth, key=growth.get)
+        total = self.extra_ms()[0]
         return tuple(k for k, g in growth.items() if k == top or g >= SHARE_OF_EXTRA * total)
 
     @property
