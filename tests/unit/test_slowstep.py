@@ -1,0 +1,57 @@
+"""Slow step's catalogue and answers, without running a loop: one planted change per drill, the toolbox offered,
+and nothing a learner sees before answering (title, link, option order) naming the bug."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from explorers.slowstep import lesson
+from explorers.slowstep.catalogue import BY_LINK_ID, DRILLS, FIXES, REFLEXES, label
+from explorers.slowstep.loops import PHASES, Loop
+
+SEEDS = range(40)
+
+
+@pytest.mark.parametrize("name", DRILLS)
+def test_each_drill_is_the_fast_loop_with_one_part_written_the_slow_way_and_its_fix_undoes_it(name):
+    drill = DRILLS[name]
+    fast = dataclasses.asdict(Loop())
+    slow = dataclasses.asdict(drill.loop)
+    assert [k for k in fast if fast[k] != slow[k]] == list(drill.bug)
+    # The right fix gives back the fast loop; a costly augmentation is kept, and moved into worker processes.
+    expected = Loop(augment="heavy", workers=2) if drill.bug == {"augment": "heavy"} else Loop()
+    assert drill.correct == expected
+    assert set(drill.planted) <= set(PHASES)
+
+
+def test_there_are_ten_drills_each_with_its_own_fix_and_the_reflexes_people_reach_for():
+    assert len(DRILLS) >= 10 and len({d.fix for d in DRILLS.values()}) == len(DRILLS)
+    assert {"workers", "larger_lr", "set_to_none", "cudnn_benchmark", "log_less"} <= set(REFLEXES)
+
+
+@pytest.mark.parametrize("name", DRILLS)
+def test_the_options_hold_the_right_fix_among_others_in_the_toolbox_s_order_whatever_the_seed(name):
+    drill = DRILLS[name]
+    toolbox = list(FIXES)
+    for seed in SEEDS:
+        shown = drill.options_shown(seed)
+        assert drill.fix in shown and len(shown) >= 4 and len(set(shown)) == len(shown)
+        assert list(shown) == sorted(shown, key=toolbox.index)  # the toolbox's order: a position says nothing
+        assert sum(k in REFLEXES and k != drill.fix for k in shown) == catalogue.REFLEXES_SHOWN
+        alike = [k for k in shown if (k in REFLEXES) == (drill.fix in REFLEXES) and k != drill.fix]
+        assert len(alike) >= 2  # the right fix is never the one option of its kind
+    assert len({drill.options_shown(seed) for seed in SEEDS}) > 1
+
+
+def test_titles_and_links_name_no_bug():
+    for name, drill in DRILLS.items():
+        assert re.fullmatch(r"Slow step \d+", label(name))  # the same words for every drill, and a number
+        assert re.fullmatch(r"[0-9a-f]{6}", drill.link_id) and BY_LINK_ID[drill.link_id] is drill
+
+
+def test_the_loop_description_names_every_part_so_it_points_at_none():
+    for part in ("DataLoader", "forward and backward", "AdamW", "EMA", "accuracy", "logs the loss", "checkpoint"):
+        assert part in lesson.LOOP_PARTS
