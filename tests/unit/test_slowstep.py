@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from explorers.slowstep import lesson
+from explorers.slowstep import catalogue, lesson
 from explorers.slowstep.catalogue import BY_LINK_ID, DRILLS, FIXES, REFLEXES, label
 from explorers.slowstep.loops import PHASES, Loop
 
