@@ -109,6 +109,7 @@ bench: browser
 	$(BIN)/python benchmarks/bench_drills.py
 	$(BIN)/python benchmarks/bench_tensors.py
 	$(BIN)/python benchmarks/bench_evidence.py
+	$(BIN)/python benchmarks/bench_slowstep.py
 	$(BIN)/python benchmarks/bench_progress.py
 	$(BIN)/python benchmarks/bench_first_visit.py
 

@@ -22,6 +22,7 @@ import pytest
 from explorers import engine
 from explorers.drills import DRILLS
 from explorers.evidence.questions import BOUND_CAUSES
+from explorers.slowstep.catalogue import DRILLS as SLOW_DRILLS
 from tests.e2e.conftest import CHROMIUM_FLAGS, chromium_executable, streamlit_server
 from tests.e2e.sessions import Session, answer, click, notches, percentile, picked, run_session, typed
 
@@ -102,6 +103,13 @@ def scripted_sessions() -> list[Session]:
             "gpu evidence: a trace's first question",
             "GPU_evidence?trace=one-step",
             [("the idle bar and the host, check", picked("GPU idle", BOUND_CAUSES["host"], "Check"))],
+        ),
+        Session(
+            "slow step: the link's picks, checked and the fix run",
+            f"Slow_step?drill={SLOW_DRILLS['statistics_per_sample'].link_id}&seed=3&evidence=phase:data"
+            "&fix=statistics_once",
+            [("check and run the fix", click("Check and run my fix"))],
+            deterministic=False,  # its figures are timings: compare the settings they state
         ),
         Session(
             "compile: static shapes, more calls",
