@@ -57,11 +57,8 @@ PAGES = [  # the URL path (with a query where the issue names one), and its targ
     ("Compile", "2x"),
     ("Precision", "2x"),
     ("Tensor_drills", "2x"),  # no slider: its Check is timed by bench_tensors.py
-    ("GPU_evidence", "2x"),
-    (
-        "Slow_step",
-        "2x",
-    ),  # no slider: a drill's evidence and a fix's run are timed by bench_slowstep.py  # no slider: opening a trace and reading an upload are timed by bench_evidence.py
+    ("GPU_evidence", "2x"),  # no slider: opening a trace and reading an upload are timed by bench_evidence.py
+    ("Slow_step", "2x"),  # no slider: a drill's evidence and a fix's run are timed by bench_slowstep.py
     ("Profiler", "3s"),
     ("DDP", "3s"),
     ("Reproducibility", "3s"),
