@@ -9,11 +9,12 @@ from explorers.slowstep import figures as charts
 from explorers.slowstep.catalogue import BY_LINK_ID, DEFAULT_DRILL, DRILLS, FIXES, label
 from explorers.slowstep.experiment import SEED_RANGE, FixOptions, SlowStepOptions, evidence, try_fix
 from explorers.slowstep.measure import PHASES
-from ui import figures, runs, slowstep_practice
+from ui import figures, practice, runs, slowstep_practice
 from ui.fields import ChoiceField, IntField, TextField
 from ui.frame import start_lab
 
 NO_FIX = "none"
+PRACTICE = "slowstep"  # its timed set (ui/practice.py)
 EVIDENCE_PATTERN = re.compile(rf"phase:({'|'.join(PHASES)})|op:[ -~]{{1,190}}")
 
 
@@ -43,6 +44,17 @@ def clear_answer() -> None:
     page.set("fix", NO_FIX)
 
 
+def open_drill(name: str, seed: int) -> None:
+    page.set("drill", DRILLS[name].link_id)
+    page.set("seed", seed)
+    clear_answer()
+
+
+def start_set() -> None:
+    timed = practice.start_set(PRACTICE)
+    open_drill(timed.drills[0], timed.seed)
+
+
 def measure_again() -> None:
     st.session_state[repeat_key] += 1
     clear_answer()
@@ -56,6 +68,7 @@ with bench, page.controls():
     page.widget("seed", on_change=clear_answer)
     st.button("Measure again", icon=":material/refresh:", key="measure-again", on_click=measure_again,
               help=lesson.AGAIN_HELP)  # fmt: skip
+    timed = practice.set_start(start_set, PRACTICE)
     st.caption(lesson.LOOP_PARTS)
 
 options = SlowStepOptions(drill.name, seed, st.session_state[repeat_key])
@@ -73,6 +86,8 @@ page.sync_url()
 settings = {"drill": label(drill.name), "seed": seed}
 checked = st.session_state.setdefault(CHECKED_KEY, {}).get((drill.name, seed, options.repeat))
 with stage:
+    if timed is not None:
+        practice.set_running(timed, drill.name, seed, open_drill, page.presenting)
     st.subheader(label(drill.name))
     figures.plotly(
         charts.phases_figure(run.evidence), figures.caption("Phases, timed without the profiler", settings, "cpu"),

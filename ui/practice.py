@@ -15,10 +15,12 @@ import streamlit as st
 from explorers.drills import DRILLS, Check
 from explorers.progress.history import DrillScore, SetResult, TimedSet, new_set, practice_of
 from explorers.progress.records import Record
+from explorers.slowstep.catalogue import DRILLS as SLOW_DRILLS
 from explorers.tensors.catalogue import PUZZLES
 from ui import progress
 
-ITEMS = {"drills": DRILLS, "puzzles": PUZZLES}  # what a timed set of each practice is drawn from
+# What a timed set of each practice is drawn from.
+ITEMS = {"drills": DRILLS, "puzzles": PUZZLES, "slowstep": SLOW_DRILLS}
 PAGE = "pages/12_Fix_the_loop.py"
 OPENED_KEY = "_loop_opened"
 

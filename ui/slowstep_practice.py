@@ -17,7 +17,7 @@ GPU_PAGE = "pages/17_GPU_evidence.py"
 
 
 def record_key(name: str, seed: int) -> str:
-    return f"{PREFIX}{DRILLS[name].link_id}.{seed}"
+    return DRILLS[name].record_key(seed)
 
 
 def record(name: str, seed: int, right: bool) -> None:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from explorers.drills.catalogue import DRILLS
 from explorers.drills.catalogue import label as drill_label
 from explorers.progress.records import Record
+from explorers.slowstep.catalogue import DRILLS as SLOW_DRILLS
+from explorers.slowstep.catalogue import label as slow_label
 from explorers.tensors.catalogue import MAX_HINTS, PUZZLES, REASON_WORDS
 from explorers.tensors.catalogue import label as puzzle_label
 from explorers.wording import count
@@ -27,10 +29,15 @@ MOCK_POINTS = 5  # the mock interview's rubric items
 
 def label(name: str) -> str:
     """A drill's or a puzzle's title, as the practice lists show it."""
+    if name in SLOW_DRILLS:
+        return slow_label(name)
     return puzzle_label(name) if name in PUZZLES else drill_label(name)
 
 
 def practice_of(name: str) -> str:
+    """Which practice a timed set's item belongs to: "drills" (Fix the loop), "puzzles" or "slowstep"."""
+    if name in SLOW_DRILLS:
+        return "slowstep"
     return "puzzles" if name in PUZZLES else "drills"
 
 
@@ -315,7 +322,10 @@ class History:
         ]
 
     def solved(self, name: str, seed: int) -> bool:
-        """Whether a drill or a puzzle was solved on a seed."""
+        """Whether a drill or a puzzle was solved on a seed (a slow-step drill: its first answer was right)."""
+        if name in SLOW_DRILLS:
+            first = self.predictions().get(SLOW_DRILLS[name].record_key(seed))
+            return first is not None and first.right
         scores = self.puzzle_scores() if name in PUZZLES else self.drill_scores()
         score = scores.get((name, seed))
         return score is not None and score.solved
@@ -349,8 +359,20 @@ class History:
         answers += [Weak("drill", min(max(s.points / 4, 0.0), 1.0), s.at, s) for s in self.drill_scores().values()]
         answers += [Weak("puzzle", s.points, s.at, s) for s in self.puzzle_scores().values()]
         answers += [Weak("prediction", float(p.right), p.at, p) for p in self.predictions().values()]
+        answers += [Weak("prediction", 0.0, p.at, p) for p in self._unanswered_slow_steps()]
         short = [a for a in answers if a.share < 1]
         return sorted(short, key=lambda a: (a.share, a.at))[:count]
+
+    def _unanswered_slow_steps(self) -> list[Prediction]:
+        """The slow-step drills of ended sets never answered: each counts as a wrong first answer."""
+        missing = {}
+        for result in self.set_results():
+            for name in result.drills:
+                key = SLOW_DRILLS[name].record_key(result.seed) if name in SLOW_DRILLS else None
+                if key and key not in self.predictions() and key not in missing:
+                    words = f"{slow_label(name)}, seed {result.seed}: not answered in a timed set"
+                    missing[key] = Prediction(key, words, False, result.at)
+        return list(missing.values())
 
     def days(self, zone: dt.tzinfo = dt.UTC) -> list[ActiveDay]:
         """Each calendar day with a record, oldest first: the study plan's day k is the k-th of them."""

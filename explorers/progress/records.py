@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from explorers.drills.catalogue import DRILLS
+from explorers.slowstep.catalogue import DRILLS as SLOW_DRILLS
 from explorers.tensors.catalogue import MAX_HINTS, PUZZLES, REASONS
 
 EARLIEST = 1_704_067_200.0  # 2024-01-01 UTC: before the app, so before any record
@@ -84,10 +85,10 @@ def _reason(value: Any) -> str:
 
 
 def _drills(value: Any) -> list[str]:
-    """A timed set's items: Fix-the-loop drills, or tensor puzzles, never both."""
+    """A timed set's items: Fix-the-loop drills, tensor puzzles or slow-step drills, never two of them."""
     if not isinstance(value, list) or not 1 <= len(value) <= 10:
         raise Invalid("a list of 1 to 10 drills or puzzles")
-    if all(item in PUZZLES for item in value):
+    if all(item in PUZZLES for item in value) or all(item in SLOW_DRILLS for item in value):
         return list(value)
     return [_drill(item) for item in value]
 

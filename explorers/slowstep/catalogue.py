@@ -116,6 +116,10 @@ class Drill:
         """The drill in a link: a stable hash of its name, which says nothing of the bug (the name does)."""
         return hashlib.blake2s(f"slowstep-{self.name}".encode(), digest_size=3).hexdigest()
 
+    def record_key(self, seed: int) -> str:
+        """The learner's first answer on a seed, kept by the drill's link id (a record names no bug either)."""
+        return f"slowstep.{self.link_id}.{seed}"
+
     def options_shown(self, seed: int) -> tuple[str, ...]:
         """The right fix, two other drills' fixes and four reflexes, drawn from the drill and the seed, shown in
         the toolbox's own order: the position of an option says nothing."""

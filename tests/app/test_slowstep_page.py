@@ -184,3 +184,14 @@ def test_presenting_and_the_notes():
     at = open_page(PAGE, {"presenting": "1"})
     assert not at.exception and len(at.get("plotly_chart")) == 2
     assert any(b.proto.label.startswith("Download") for b in at.get("download_button"))
+
+
+def test_a_timed_set_opens_its_first_drill_shows_its_clock_and_its_result_says_what_day_7_lists():
+    at = open_page(PAGE)
+    at.button(key="set-start").click().run(timeout=90)
+    assert not at.exception
+    numbers = [at.button(key=f"set-{n}") for n in range(1, 6)]
+    assert all(numbers) and numbers[0].proto.type == "primary"  # the first drill is open
+    at.button(key="set-end").click().run(timeout=90)
+    result = [i.value for i in at.info if i.value.startswith("Set ended")]
+    assert result and "0 of 5 solved" in result[0] and "day 7 lists them" in result[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 
 import pytest
 
@@ -55,3 +56,25 @@ def test_titles_and_links_name_no_bug():
 def test_the_loop_description_names_every_part_so_it_points_at_none():
     for part in ("DataLoader", "forward and backward", "AdamW", "EMA", "accuracy", "logs the loss", "checkpoint"):
         assert part in lesson.LOOP_PARTS
+
+
+def test_a_timed_set_of_slow_steps_counts_first_answers_and_lists_the_unanswered_for_day_7():
+    from explorers.progress.history import History, new_set, practice_of
+    from explorers.progress.records import Record
+
+    timed = new_set(DRILLS, time.time() - 60)
+    assert timed.practice == "slowstep" and all(practice_of(name) == "slowstep" for name in timed.drills)
+    first, second, *rest = timed.drills
+    records = [
+        timed.start_record(),
+        Record.now("prediction", DRILLS[first].record_key(timed.seed), {"question": "q", "right": True}),
+        Record.now("prediction", DRILLS[second].record_key(timed.seed), {"question": "q", "right": False}),
+        Record.now("prediction", DRILLS[second].record_key(timed.seed), {"question": "q", "right": True}),
+    ]
+    history = History(records)
+    assert history.solved(first, timed.seed) and not history.solved(second, timed.seed)  # the first answer counts
+    ended = History([*records, history.end_record(timed, time.time(), time_up=False)])
+    assert ended.set_results()[0].solved == (True, False, False, False, False)
+    weak = [w.item.key for w in ended.weakest(count=10) if w.kind == "prediction"]
+    assert {DRILLS[n].record_key(timed.seed) for n in (second, *rest)} == set(weak)
+    assert all(label(n) in ended.set_results()[0].words() for n in (second, *rest))
