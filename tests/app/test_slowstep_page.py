@@ -73,10 +73,8 @@ def test_each_drill_opens_from_its_link_with_its_evidence_and_its_questions_and_
     text = words(at)
     assert "Over 20 timed steps" in text and lesson.REVEAL_TITLE not in [s.value for s in at.subheader]
     evidence_radio, fix_radio = radios(at)
-    assert evidence_radio.options[:5] == [
-        lesson.evidence_label(evidence(SlowStepOptions(name, 4)), f"phase:{p}")
-        for p in ("data", "forward", "backward", "optimizer", "other")
-    ]
+    run = page_run(name, 4)
+    assert evidence_radio.options == [lesson.evidence_label(run, item) for item in lesson.evidence_choices(run)]
     assert fix_radio.options == [FIXES[k].label for k in drill.options_shown(4)]
     assert FIXES[drill.fix].label in fix_radio.options and len(fix_radio.options) >= 4
     # Nothing on the page or in its link names the bug before the answer.
