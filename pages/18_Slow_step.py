@@ -135,6 +135,8 @@ if run.shown:
 
 if checked is not None and run.shown:
     picked_evidence, picked_fix = checked
+    clear_answer()  # once checked, the link holds the drill and the seed: a copied link passes on no answer
+    page.sync_url()
     right_evidence = picked_evidence in run.answers
     (st.success if right_evidence else st.error)(lesson.evidence_grade(run, picked_evidence))
     fixed = runs.run(try_fix, FixOptions(drill.name, seed, picked_fix, options.repeat), label="Running your fix",

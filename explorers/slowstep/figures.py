@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -47,11 +49,17 @@ def fix_figure(run: FixRun) -> go.Figure:
     return comparison_figure(means["slow"], means["other"], ("the loop", "with your fix"), "Your fix against the loop")
 
 
+def breakable(name: str) -> str:
+    """An operator's name with a zero-width break after each "#", "." and "(": a profiler label such as
+    enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ is one word a table could not wrap."""
+    return re.sub(r"([#.(])", "\\1\u200b", name)
+
+
 def ops_table(evidence: Evidence) -> pd.DataFrame:
     """The operators with the largest self time per step, and each phase's own Python time, as rows to pick."""
     return pd.DataFrame(
         [
-            {"operator": r.name, "inputs": r.inputs or "–", "phase": r.phase,
+            {"operator": breakable(r.name), "inputs": r.inputs or "–", "phase": r.phase,
              "calls per step": round(r.calls, 1), "self ms per step": round(r.self_ms, 3)}
             for r in evidence.ops
         ]

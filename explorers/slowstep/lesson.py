@@ -128,7 +128,7 @@ def breakdown(run: measure.EvidenceRun) -> str:
     """The phases of the slow loop, from the timed blocks (no profiler)."""
     e = run.evidence
     parts = ", ".join(f"{PHASE_NAMES[p].split(' (')[0]} {ms(e.phases[p])}" for p in measure.PHASES)
-    steps = measure.ROUNDS * measure.BLOCK
+    steps = run.blocks.steps
     return (
         f"Over {steps} timed steps without the profiler, a step took {ms(run.blocks.mean('slow'))} ms: "
         f"{parts} ms. The operators and the timeline come from {e.steps} profiled steps."
@@ -174,11 +174,11 @@ def fix_line(run: measure.FixRun) -> str:
     """What the chosen fix did, measured against the slow loop: the speedup, or that it sits in the noise."""
     saved, noise = run.saved_ms
     label = catalogue.FIXES[run.fix].label
-    rounds = f"paired over {measure.ROUNDS} rounds of {measure.BLOCK} steps"
+    rounds = run.blocks.how
     if run.verdict == "inside the noise":
+        change = f"{ms(abs(saved))} ms {'shorter' if saved > 0 else 'longer'}" if saved else "no shorter"
         line = (
-            f"“{label}” changed the step by {ms(saved)} ms, inside the ±{ms(noise)} ms noise margin ({rounds}): "
-            "no measurable gain."
+            f"“{label}” made the step {change}, inside the ±{ms(noise)} ms noise margin ({rounds}): no measurable gain."
         )
     elif run.verdict == "faster":
         line = (
@@ -217,7 +217,8 @@ def planted(drill: str) -> str:
 
 
 def why(drill: str) -> str:
-    return str(STATEMENTS[catalogue.DRILLS[drill].fix])
+    fix = catalogue.FIXES[catalogue.DRILLS[drill].fix]
+    return str(STATEMENTS[fix.statement or fix.key])
 
 
 QUESTIONS_TITLE = "Your diagnosis"
@@ -226,7 +227,9 @@ CHECK = "Check and run my fix"
 AGAIN_HELP = "A new measurement of the same drill and seed: runs on a busy machine scatter."
 OPS_CAPTION = (
     "Operators by self time per step, from torch.profiler with record_shapes: each row's phase, its inputs' "
-    "dtypes and shapes, and each phase's own Python time outside any operator."
+    "dtypes and shapes, and each phase's own Python time outside any operator. Under the profiler every call "
+    "costs more (most where the calls are many and small): compare the rows with each other, and the phases with "
+    "the bars above, which are timed without it."
 )
 TRACE_DOWNLOAD = "Download the trace (Chrome JSON, gzipped)"
 TRACE_HELP = "The profiled steps as torch.profiler exported them: open it in ui.perfetto.dev or chrome://tracing."

@@ -50,7 +50,7 @@ class Loop:
     """How each part of the loop is written; the defaults are the fast way."""
 
     workers: int = 0
-    augment: str = "light"  # "heavy": a costly per-sample augmentation
+    augment: str = "light"  # "heavy": a costly random smoothing per sample; "heavy, batched": the same on the batch
     normalise: str = "once"  # "per sample": the dataset's mean and std recomputed in __getitem__
     rows: str = "tensor"  # "lists": the batch arrives as Python lists, turned into a tensor every step
     dtype: str = "float32"  # or "float64"
@@ -113,29 +113,45 @@ class Stream(torch.utils.data.Dataset):
         else:
             row = (self.rows[index] - self.rows.mean(0)) / self.rows.std(0)
         if self.loop.augment == "heavy":
-            row = smooth(row, torch.Generator().manual_seed(self.seed * 1_000_003 + position))
+            row = smooth(row, kernels(self.seed, [position])[0])
         return position, row, self.labels[index]
 
 
-def smooth(row: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """A costly per-sample augmentation: repeated random smoothing."""
+def kernels(seed: int, positions: list[int]) -> torch.Tensor:
+    """Each sample's random smoothing kernels, (samples, passes, 9), drawn from its own position's generator."""
+    draws = [torch.randn(HEAVY_AUGMENT_PASSES, 9, generator=torch.Generator().manual_seed(seed * 1_000_003 + p))
+             for p in positions]  # fmt: skip
+    return torch.softmax(torch.stack(draws), -1)
+
+
+def smooth(row: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
+    """A costly per-sample augmentation: one sample smoothed `HEAVY_AUGMENT_PASSES` times, a conv1d each pass."""
     signal = row.view(1, 1, -1)
-    for _ in range(HEAVY_AUGMENT_PASSES):
-        kernel = torch.softmax(torch.randn(1, 1, 9, generator=generator), -1)
-        signal = 0.5 * signal + 0.5 * nn.functional.conv1d(signal, kernel, padding=4)
+    for k in kernel:
+        signal = 0.5 * signal + 0.5 * nn.functional.conv1d(signal, k.view(1, 1, -1), padding=4)
     return signal.view(-1)
+
+
+def smooth_batch(x: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
+    """The same smoothing for a whole batch: one grouped conv1d per pass, a group (and a kernel) per sample."""
+    signal = x.unsqueeze(0)  # (1, samples, features): each sample a channel of its own
+    for k in kernel.transpose(0, 1):  # (samples, 9) per pass
+        signal = 0.5 * signal + 0.5 * nn.functional.conv1d(signal, k.unsqueeze(1), padding=4, groups=len(x))
+    return signal.squeeze(0)
 
 
 class Collate:
     """Stack a batch and add noise drawn from its first position's seed; "lists" hands the rows on as Python lists,
     as rows read from CSV or JSON arrive."""
 
-    def __init__(self, seed: int, lists: bool) -> None:
-        self.seed, self.lists = seed, lists
+    def __init__(self, seed: int, lists: bool, smooth: bool) -> None:
+        self.seed, self.lists, self.smooth = seed, lists, smooth
 
     def __call__(self, samples):
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + samples[0][0])
         x = torch.stack([s[1] for s in samples])
+        if self.smooth:  # the heavy augmentation, on the whole batch at once
+            x = smooth_batch(x, kernels(self.seed, [s[0] for s in samples]))
         x = x + NOISE * torch.randn(x.shape, generator=generator)
         y = torch.stack([s[2] for s in samples])
         return (x.tolist(), y.tolist()) if self.lists else (x, y)
@@ -158,7 +174,7 @@ class Trainer:
             batch_size=BATCH,
             num_workers=loop.workers,
             persistent_workers=loop.workers > 0,
-            collate_fn=Collate(seed, loop.rows == "lists"),
+            collate_fn=Collate(seed, loop.rows == "lists", loop.augment == "heavy, batched"),
             multiprocessing_context=WORKER_START if loop.workers else None,
         )
         self.batches = iter(self.loader)  # workers start here, before any step is timed

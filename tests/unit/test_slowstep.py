@@ -22,8 +22,8 @@ def test_each_drill_is_the_fast_loop_with_one_part_written_the_slow_way_and_its_
     fast = dataclasses.asdict(Loop())
     slow = dataclasses.asdict(drill.loop)
     assert [k for k in fast if fast[k] != slow[k]] == list(drill.bug)
-    # The right fix gives back the fast loop; a costly augmentation is kept, and moved into worker processes.
-    expected = Loop(augment="heavy", workers=2) if drill.bug == {"augment": "heavy"} else Loop()
+    # The right fix gives back the fast loop; a costly augmentation is kept, and done on the whole batch at once.
+    expected = Loop(augment="heavy, batched") if drill.bug == {"augment": "heavy"} else Loop()
     assert drill.correct == expected
     assert set(drill.planted) <= set(PHASES)
 
@@ -37,14 +37,14 @@ def test_there_are_ten_drills_each_with_its_own_fix_and_the_reflexes_people_reac
 def test_the_options_hold_the_right_fix_among_others_in_the_toolbox_s_order_whatever_the_seed(name):
     drill = DRILLS[name]
     toolbox = list(FIXES)
-    for seed in SEEDS:
-        shown = drill.options_shown(seed)
-        assert drill.fix in shown and len(shown) >= 4 and len(set(shown)) == len(shown)
-        assert list(shown) == sorted(shown, key=toolbox.index)  # the toolbox's order: a position says nothing
-        assert sum(k in REFLEXES and k != drill.fix for k in shown) == catalogue.REFLEXES_SHOWN
-        alike = [k for k in shown if (k in REFLEXES) == (drill.fix in REFLEXES) and k != drill.fix]
-        assert len(alike) >= 2  # the right fix is never the one option of its kind
-    assert len({drill.options_shown(seed) for seed in SEEDS}) > 1
+    shown = drill.options_shown()
+    assert drill.fix in shown and len(shown) >= 4 and len(set(shown)) == len(shown)
+    assert list(shown) == sorted(shown, key=toolbox.index)  # the toolbox's order: a position says nothing
+    assert set(REFLEXES) <= set(shown)
+    alike = [k for k in shown if (k in REFLEXES) == (drill.fix in REFLEXES) and k != drill.fix]
+    assert len(alike) >= catalogue.OTHER_FIXES_SHOWN  # the right fix is never the one option of its kind
+    # The same options on every seed: comparing two seeds' lists narrows nothing down to the answer.
+    assert {drill.options_shown(seed) for seed in SEEDS} == {shown}
 
 
 def test_titles_and_links_name_no_bug():
