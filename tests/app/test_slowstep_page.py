@@ -71,7 +71,7 @@ def test_each_drill_opens_from_its_link_with_its_evidence_and_its_questions_and_
     assert phases["y"] == ["data", "forward", "backward", "optimizer", "other"] and all(v > 0 for v in phases["x"])
     assert at.get("download_button")
     text = words(at)
-    assert "Over 20 timed steps" in text and lesson.REVEAL_TITLE not in [s.value for s in at.subheader]
+    assert "Over 24 timed steps" in text and lesson.REVEAL_TITLE not in [s.value for s in at.subheader]
     evidence_radio, fix_radio = radios(at)
     run = page_run(name, 4)
     assert evidence_radio.options == [lesson.evidence_label(run, item) for item in lesson.evidence_choices(run)]
