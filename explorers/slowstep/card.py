@@ -23,7 +23,7 @@ def answer_card(run: EvidenceRun) -> AnswerCard:
         ),
         mechanism=lesson.why(run.drill),
         evidence=(
-            f"The step took {ms(run.blocks.mean('slow'))} ms against {ms(run.blocks.mean('other'))} ms for the "
+            f"The step took {ms(run.blocks.typical('slow'))} ms against {ms(run.blocks.typical('other'))} ms for the "
             f"correct loop on the same seed and data ({ms(extra)} ± {ms(noise)} ms more), and the extra time was "
             f"in {where}."
         ),

@@ -44,9 +44,10 @@ def comparison_figure(slow: dict[str, float], other: dict[str, float], names: tu
 
 
 def fix_figure(run: FixRun) -> go.Figure:
-    means = {which: {p: sum(r[p] for r in rows) / len(rows) for p in PHASES} for which, rows in
-             (("slow", run.blocks.slow), ("other", run.blocks.other))}  # fmt: skip
-    return comparison_figure(means["slow"], means["other"], ("the loop", "with your fix"), "Your fix against the loop")
+    medians = {which: {p: run.blocks.typical(which, p) for p in PHASES} for which in ("slow", "other")}
+    return comparison_figure(
+        medians["slow"], medians["other"], ("the loop", "with your fix"), "Your fix against the loop"
+    )
 
 
 def breakable(name: str) -> str:

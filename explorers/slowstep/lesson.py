@@ -130,8 +130,8 @@ def breakdown(run: measure.EvidenceRun) -> str:
     parts = ", ".join(f"{PHASE_NAMES[p].split(' (')[0]} {ms(e.phases[p])}" for p in measure.PHASES)
     steps = run.blocks.steps
     return (
-        f"Over {steps} timed steps without the profiler, a step took {ms(run.blocks.mean('slow'))} ms: "
-        f"{parts} ms. The operators and the timeline come from {e.steps} profiled steps."
+        f"Over {steps} timed steps without the profiler, a step took {ms(run.blocks.typical('slow'))} ms (the "
+        f"median): {parts} ms. The operators and the timeline come from {e.steps} profiled steps."
     )
 
 
@@ -183,7 +183,7 @@ def fix_line(run: measure.FixRun) -> str:
     elif run.verdict == "faster":
         line = (
             f"“{label}” saved {ms(saved)} ms per step (±{ms(noise)} ms, {rounds}): "
-            f"{ms(run.blocks.mean('slow'))} → {ms(run.blocks.mean('other'))} ms, {run.speedup:.2f}× as fast."
+            f"{ms(run.blocks.typical('slow'))} → {ms(run.blocks.typical('other'))} ms, {run.speedup:.2f}× as fast."
         )
     else:
         line = f"“{label}” cost {ms(-saved)} ms per step (±{ms(noise)} ms, {rounds}): slower than the loop as it was."

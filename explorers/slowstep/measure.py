@@ -31,7 +31,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 import explorers.slowstep.catalogue as catalogue
-from explorers.profiler.noise import paired_gap
+from explorers.profiler.noise import paired_median_gap
 from explorers.profiler.your_model import _PROFILER_LOCK, LABEL, STEP_LABEL, settle_steps
 from explorers.rng import isolated_rng
 from explorers.slowstep.loops import PHASES, Loop, Trainer
@@ -41,8 +41,8 @@ WARMUP = 3
 # both alike. A loop with DataLoader workers takes turns in blocks instead: its workers prefetch while the other
 # loop runs, so a block starts by using up what they made (the Profiler lab's settle steps).
 PAIRS = 24  # steps of each loop, in turn: 24 paired differences
-ROUNDS = 4  # with workers: blocks of each loop, in turn
-BLOCK = 6  # timed steps per block
+ROUNDS = 8  # with workers: blocks of each loop, in turn
+BLOCK = 3  # timed steps per block
 PROFILED = 2  # steps each profiler window records (after one warm-up step): the operators and the timeline
 TOP_OPS = 12
 NO_OP = "(Python: no operator)"  # a phase's own time, outside every operator it called
@@ -79,7 +79,7 @@ class Span:
 class Evidence:
     """One loop under torch.profiler: what its steps spent, phase by phase and operator by operator."""
 
-    phases: dict[str, float]  # mean ms per step over the timed blocks (perf_counter, no profiler)
+    phases: dict[str, float]  # median ms per step over the timed turns (perf_counter, no profiler)
     step_ms: float  # the profiled median step's
     ops: tuple[OpRow, ...]  # the largest self times, per step, with each phase's own Python time
     all_ops: tuple[OpRow, ...]  # every row, for comparing two loops
@@ -109,11 +109,13 @@ class Blocks:
         return len(self.slow) * self.steps_per_turn
 
     def gap(self, part: str = "wall") -> tuple[float, float]:
-        """How much more the slow loop spends in `part` per step, and the paired noise margin."""
-        return paired_gap([r[part] for r in self.slow], [r[part] for r in self.other])
+        """How much more the slow loop spends in `part` per step (the median of the paired differences), and the
+        half-width of its distribution-free interval: a hiccup of the machine in one turn moves neither far."""
+        return paired_median_gap([r[part] for r in self.slow], [r[part] for r in self.other])
 
-    def mean(self, which: str, part: str = "wall") -> float:
-        return statistics.fmean(r[part] for r in getattr(self, which))
+    def typical(self, which: str, part: str = "wall") -> float:
+        """The median ms per step of `part` in one loop's turns ("slow" or "other")."""
+        return statistics.median(r[part] for r in getattr(self, which))
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,7 @@ class FixRun:
 
     @property
     def speedup(self) -> float:
-        return self.blocks.mean("slow") / self.blocks.mean("other")
+        return self.blocks.typical("slow") / self.blocks.typical("other")
 
     @property
     def verdict(self) -> str:
@@ -244,8 +246,8 @@ def _block(trainer: Trainer, steps: int, advance) -> dict[str, float]:
     return {part: statistics.fmean(t.get(part, 0.0) for t in timings) for part in (*PHASES, "wall")}
 
 
-def _means(rounds: tuple[dict[str, float], ...]) -> dict[str, float]:
-    return {phase: statistics.fmean(r[phase] for r in rounds) for phase in PHASES}
+def _medians(turns: tuple[dict[str, float], ...]) -> dict[str, float]:
+    return {phase: statistics.median(t[phase] for t in turns) for phase in PHASES}
 
 
 def _turns(*loops: Loop) -> tuple[int, int]:
@@ -426,8 +428,8 @@ def evidence_run(drill: str, seed: int, report=None) -> EvidenceRun:
         slow, correct = _build(chosen.loop, seed), _build(chosen.correct, seed)
         try:
             blocks = _alternate(slow, correct, advance)
-            evidence = _profile(slow, _means(blocks.slow), advance)
-            correct_evidence = _profile(correct, _means(blocks.other), advance)
+            evidence = _profile(slow, _medians(blocks.slow), advance)
+            correct_evidence = _profile(correct, _medians(blocks.other), advance)
         finally:
             slow.close()
             correct.close()
