@@ -78,3 +78,16 @@ def test_a_timed_set_of_slow_steps_counts_first_answers_and_lists_the_unanswered
     weak = [w.item.key for w in ended.weakest(count=10) if w.kind == "prediction"]
     assert {DRILLS[n].record_key(timed.seed) for n in (second, *rest)} == set(weak)
     assert all(label(n) in ended.set_results()[0].words() for n in (second, *rest))
+
+
+def test_the_paired_median_rule_is_moved_one_rank_by_a_hiccup_not_by_its_size():
+    from explorers.profiler.noise import paired_gap, paired_median_gap
+
+    slow = [10.0 + 0.1 * (i % 3) for i in range(24)]
+    fast = [9.0 + 0.1 * (i % 2) for i in range(24)]
+    gap, noise = paired_median_gap(slow, fast)
+    assert 0.8 < gap < 1.2 and noise < 0.3
+    hiccup = [*slow[:-1], 200.0]  # one step of 24 hit by the machine
+    assert paired_median_gap(hiccup, fast)[1] < 0.3 and abs(paired_median_gap(hiccup, fast)[0] - gap) < 0.2
+    assert paired_gap(hiccup, fast)[1] > 10  # the mean's margin is swept away by it
+    assert paired_median_gap(slow[:5], fast[:5])[1] == float("inf")  # too few pairs for an interval
