@@ -6,7 +6,7 @@ import streamlit as st
 
 from explorers.slowstep import card, lesson
 from explorers.slowstep import figures as charts
-from explorers.slowstep.catalogue import BY_LINK_ID, DEFAULT_DRILL, DRILLS, FIXES, label
+from explorers.slowstep.catalogue import BY_LINK_ID, DEFAULT_DRILL, DRILLS, FIXES, NAMES, label
 from explorers.slowstep.experiment import SEED_RANGE, FixOptions, SlowStepOptions, evidence, try_fix
 from explorers.slowstep.measure import PHASES
 from ui import figures, practice, runs, slowstep_practice
@@ -25,7 +25,8 @@ def _evidence_format(raw: str) -> None:
 
 # The link holds the drill by an opaque id, the seed and the picks; never whether a pick is right.
 FIELDS = (
-    ChoiceField("drill", DRILLS[DEFAULT_DRILL].link_id, tuple(BY_LINK_ID), listed=False, label="Drill",
+    ChoiceField("drill", DRILLS[DEFAULT_DRILL].link_id, tuple(DRILLS[NAMES[n]].link_id for n in sorted(NAMES)),
+                listed=False, label="Drill",
                 format=lambda link_id: label(BY_LINK_ID[link_id].name)),
     IntField("seed", 0, *SEED_RANGE, label="Seed", widget="number"),
     TextField("evidence", "", _evidence_format, option=None),
@@ -56,8 +57,7 @@ def start_set() -> None:
 
 
 def measure_again() -> None:
-    st.session_state[repeat_key] += 1
-    clear_answer()
+    st.session_state[repeat_key] += 1  # the picks stay: a new run keeps the phase picked, and its own rows
 
 
 drill = BY_LINK_ID[page.value("drill")]
@@ -81,7 +81,6 @@ if page.value("evidence") and page.value("evidence") not in choices:
 if page.value("fix") != NO_FIX and page.value("fix") not in shown_fixes:
     st.warning(lesson.UNKNOWN_FIX, icon=":material/link_off:")
     page.set("fix", NO_FIX)
-page.sync_url()
 
 settings = {"drill": label(drill.name), "seed": seed}
 checked = st.session_state.setdefault(CHECKED_KEY, {}).get((drill.name, seed, options.repeat))
@@ -98,19 +97,16 @@ with stage:
         st.button("Measure again", key="measure-again-stage", on_click=measure_again, icon=":material/refresh:")
 
 st.markdown(lesson.breakdown(run))
-left, right = st.columns(2, gap="large")
-with left:
-    figures.plotly(
-        charts.timeline_figure(run.evidence), figures.caption("One step, torch.profiler", settings, "cpu"),
-        "slowstep-timeline",
-    )  # fmt: skip
-with right:
-    st.caption(lesson.OPS_CAPTION)
-    figures.table(charts.ops_table(run.evidence))
-    st.download_button(
-        lesson.TRACE_DOWNLOAD, run.evidence.trace_gz, file_name=f"slow-step-{drill.link_id}-seed{seed}.json.gz",
-        mime="application/gzip", icon=":material/download:", help=lesson.TRACE_HELP,
-    )  # fmt: skip
+figures.plotly(
+    charts.timeline_figure(run.evidence), figures.caption("One step, torch.profiler", settings, "cpu"),
+    "slowstep-timeline",
+)  # fmt: skip
+st.caption(lesson.OPS_CAPTION)  # the whole width: beside the timeline, a third of a laptop showed one column
+figures.table(charts.ops_table(run.evidence))
+st.download_button(
+    lesson.TRACE_DOWNLOAD, run.evidence.trace_gz, file_name=f"slow-step-{drill.link_id}-seed{seed}.json.gz",
+    mime="application/gzip", icon=":material/download:", help=lesson.TRACE_HELP,
+)  # fmt: skip
 
 if run.shown:
     st.subheader(lesson.QUESTIONS_TITLE)
@@ -125,18 +121,24 @@ if run.shown:
     page.set("fix", picked_fix or NO_FIX)
 
     def check_answer() -> None:
-        st.session_state[CHECKED_KEY][(drill.name, seed, options.repeat)] = (picked_evidence, picked_fix)
-        slowstep_practice.record(drill.name, seed, picked_evidence in run.answers and picked_fix == drill.fix)
+        """Grade the picks the radios hold now (each new check is graded and its fix run; the first one is kept)."""
+        picks = (st.session_state[f"{widget}-evidence"], st.session_state[f"{widget}-fix"])
+        st.session_state[CHECKED_KEY][(drill.name, seed, options.repeat)] = picks
+        slowstep_practice.record(drill.name, seed, picks[0] in run.answers and picks[1] == drill.fix)
 
     ready = picked_evidence is not None and picked_fix is not None
     st.button(lesson.CHECK, key="check", type="primary", disabled=not ready, on_click=check_answer)
     if checked is None and not ready:
         st.caption(lesson.ANSWER_FIRST)
+    elif checked is not None and checked != (picked_evidence, picked_fix):
+        st.caption(lesson.CHANGED_PICKS)
+
+if checked is not None and run.shown:
+    clear_answer()  # once checked, the link holds the drill and the seed: a copied link passes on no answer
+page.sync_url()  # after the picks: the link holds what the radios hold now
 
 if checked is not None and run.shown:
     picked_evidence, picked_fix = checked
-    clear_answer()  # once checked, the link holds the drill and the seed: a copied link passes on no answer
-    page.sync_url()
     right_evidence = picked_evidence in run.answers
     (st.success if right_evidence else st.error)(lesson.evidence_grade(run, picked_evidence))
     fixed = runs.run(try_fix, FixOptions(drill.name, seed, picked_fix, options.repeat), label="Running your fix",

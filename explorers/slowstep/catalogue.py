@@ -74,7 +74,7 @@ FIXES: dict[str, Fix] = {
           "DataLoader(..., num_workers=2, persistent_workers=True)", _set(workers=2), reflex=True),
         F("tensor_rows", "Turn the rows into one tensor once, before training", "rows = torch.tensor(rows)  # once",
           _set(rows="tensor")),
-        F("statistics_once", "Compute the normalisation statistics once, in the Dataset's __init__",
+        F("statistics_once", "Compute the normalisation statistics once, in the Dataset's `__init__`",
           "self.mean, self.std = rows.mean(0), rows.std(0)  # in __init__", _set(normalise="once")),
         F("float32", "Train in float32", "model.float(); x = x.float()", _set(dtype="float32")),
         F("batched", "Call the model once on the whole batch", "out = model(x)", _set(forward="batched")),

@@ -61,7 +61,7 @@ def ops_table(evidence: Evidence) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {"operator": breakable(r.name), "inputs": r.inputs or "–", "phase": r.phase,
-             "calls per step": round(r.calls, 1), "self ms per step": round(r.self_ms, 3)}
+             "calls/step": round(r.calls), "self ms/step": round(r.self_ms, 3)}
             for r in evidence.ops
         ]
     )  # fmt: skip

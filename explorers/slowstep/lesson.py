@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import explorers.slowstep.catalogue as catalogue
 import explorers.slowstep.measure as measure
+from explorers import capacity
 from explorers.evidence.lesson import STATEMENTS as GPU_STATEMENTS
 from explorers.slowstep.loops import BATCH
 from explorers.statements import Statement
@@ -118,6 +119,7 @@ LOOP_PARTS = (
     "losses, logs the loss and saves a checkpoint on schedule."
 )
 ANSWER_FIRST = "Pick the evidence and a fix; the lab then runs your fix against the loop."
+CHANGED_PICKS = "Your picks changed since your last check: check again to grade them and run that fix."
 NOT_SHOWN = (
     "This run did not show a bottleneck beyond its noise margin, so the lab grades nothing on it. "
     "Measure again: a busy machine blurs a few milliseconds."
@@ -143,7 +145,7 @@ def evidence_label(run: measure.EvidenceRun, item: str) -> str:
     row = next(r for r in run.evidence.ops if r.key == key)
     inputs = f" {row.inputs}" if row.inputs else ""
     calls = f"{row.calls:g} call{'s' * (row.calls != 1)}"
-    return f"{row.name}{inputs} in {row.phase}: {ms(row.self_ms)} ms self per step, {calls}"
+    return f"`{row.name}`{inputs} in {row.phase}: {ms(row.self_ms)} ms self per step, {calls}"  # code: __next__
 
 
 def evidence_choices(run: measure.EvidenceRun) -> tuple[str, ...]:
@@ -192,12 +194,26 @@ def fix_line(run: measure.FixRun) -> str:
             f" It also changed training: the losses differ by up to {run.loss_difference:.0%} step by step from "
             "the loop's. Speed bought with a different result is not a fix."
         )
+    if run.fix == "workers":
+        line += workers_line(run)
     if run.fix == "log_less" and run.verdict != "faster":
         line += (
             " On this CPU an `.item()` per step costs little; on a GPU it waits for the GPU, as the GPU evidence "
             "lab's traces show."
         )
     return line
+
+
+def workers_line(run: measure.FixRun) -> str:
+    """Where DataLoader workers moved the time: the data phase's saving, and what the other phases gave back."""
+    fell = run.blocks.typical("slow", "data") - run.blocks.typical("other", "data")
+    rose = sum(run.blocks.typical("other", p) - run.blocks.typical("slow", p) for p in measure.PHASES if p != "data")
+    if fell <= 0 or rose <= 0.25 * fell:
+        return ""
+    return (
+        f" With the workers, data took {ms(fell)} ms less per step and the other phases {ms(rose)} ms more: the "
+        f"step ran slower beside the workers' processes on this machine's {capacity.usable_cores()} cores."
+    )
 
 
 def answer_line(drill: str, fix: str, evidence_right: bool) -> str:

@@ -20,6 +20,7 @@ compares their losses step by step: a fix that changes them beyond float roundin
 from __future__ import annotations
 
 import gzip
+import re
 import statistics
 import tempfile
 import warnings
@@ -359,6 +360,12 @@ def _timeline(events: list[_Event], body: _Event) -> tuple[tuple[Span, ...], int
     return tuple(sorted(spans, key=lambda s: s.start_ms)), hidden
 
 
+def _anonymous(trace: bytes) -> bytes:
+    """The trace as a learner downloads it: without the server's host name and the temporary file's path."""
+    trace = re.sub(rb'"host_name": "[^"]*"', b'"host_name": ""', trace, count=1)
+    return re.sub(rb'"traceName": "[^"]*"', b'"traceName": "slow-step"', trace, count=1)
+
+
 def _profile(trainer: Trainer, phases: dict[str, float], advance) -> Evidence:
     """Profile PROFILED steps (after one warm-up step): their operators, one step's timeline and the trace."""
     for _ in range(settle_steps(trainer.loop.workers, None)):
@@ -376,7 +383,7 @@ def _profile(trainer: Trainer, phases: dict[str, float], advance) -> Evidence:
                     advance()
             events = _events(prof)
             prof.export_chrome_trace(str(path))
-        trace = gzip.compress(path.read_bytes(), compresslevel=6)
+        trace = gzip.compress(_anonymous(path.read_bytes()), compresslevel=6)
     finally:
         path.unlink(missing_ok=True)
     bodies = sorted((e for e in events if e.name == STEP_LABEL), key=lambda e: e.start)

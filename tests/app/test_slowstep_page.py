@@ -124,16 +124,16 @@ def test_logging_less_is_measured_cheap_on_a_cpu_and_links_the_gpu_traces():
         assert "costs little" in text and any(link.label == lesson.GPU_LINK_WORDS for link in links)
 
 
-def test_measure_again_is_a_new_measurement_and_clears_the_picks():
+def test_measure_again_is_a_new_measurement_and_keeps_the_phase_picked():
     at = open_page(PAGE, {"drill": DRILLS["statistics_per_sample"].link_id, "seed": "6"})
     first = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"]
     evidence_radio, _ = radios(at)
-    evidence_radio.set_value(evidence_radio.options[0]).run()
+    evidence_radio.set_value("phase:data").run()
     at.button(key="measure-again").click().run(timeout=90)
     assert not at.exception
     again = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"]
     assert again != first  # a new run of the same drill: its numbers scatter
-    assert radios(at)[0].value is None
+    assert radios(at)[0].value == "phase:data"  # a phase bar is in every run; a new run's rows are its own
 
 
 @pytest.mark.parametrize(
@@ -166,7 +166,9 @@ def test_a_link_s_evidence_not_in_the_run_and_a_fix_not_offered_are_dropped_with
     assert not at.exception
     warnings = [w.value for w in at.warning]
     assert lesson.UNKNOWN_EVIDENCE in warnings and lesson.UNKNOWN_FIX in warnings
-    assert radios(at)[0].value is None and radios(at)[1].value is None
+    assert (
+        radios(at)[0].value == "phase:data"
+    )  # a phase bar is in every run; a new run's rows are its own and radios(at)[1].value is None
 
 
 def test_a_link_with_picks_reopens_them_unchecked():
@@ -193,3 +195,32 @@ def test_a_timed_set_opens_its_first_drill_shows_its_clock_and_its_result_says_w
     at.button(key="set-end").click().run(timeout=90)
     result = [i.value for i in at.info if i.value.startswith("Set ended")]
     assert result and "0 of 5 solved" in result[0] and "day 7 lists them" in result[0]
+
+
+def test_the_downloaded_trace_is_a_chrome_trace_that_names_no_server_detail():
+    import gzip
+
+    at = open_page(PAGE, {"drill": DRILLS["checkpoint_every_step"].link_id, "seed": "5"})
+    run = page_run("checkpoint_every_step", 5)
+    trace = json.loads(gzip.decompress(run.evidence.trace_gz))
+    assert any(e.get("name") == "phase/other" for e in trace["traceEvents"])
+    assert trace["host_name"] == "" and trace["traceName"] == "slow-step"
+    assert not at.exception
+
+
+def test_a_second_check_grades_the_new_picks_and_runs_their_fix_while_the_first_answer_stays_kept():
+    name, seed = "statistics_per_sample", 8
+    at, run = shown_page(name, seed)
+    wrong = next(c for c in lesson.evidence_choices(run) if c not in run.answers)
+    at = check(at, wrong, "log_less")
+    assert any("does not point at the bottleneck" in e.value for e in at.error)
+    evidence_radio, fix_radio = radios(at)
+    evidence_radio.set_value(run.answers[0])
+    fix_radio.set_value(DRILLS[name].fix)
+    at.run()
+    assert lesson.CHANGED_PICKS in [c.value for c in at.caption]
+    at = at.button(key="check").click().run(timeout=90)
+    assert any("points at the bottleneck" in s.value for s in at.success)
+    assert "saved" in words(at) and lesson.kept_line(False) in [c.value for c in at.caption]
+    # Checked: the link holds no picks (the field's empty default).
+    assert at.query_params.get("evidence", "") == "" and at.query_params.get("fix", "none") == "none"
