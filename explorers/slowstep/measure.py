@@ -24,7 +24,6 @@ import re
 import statistics
 import tempfile
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 import explorers.slowstep.catalogue as catalogue
 from explorers.profiler.noise import paired_median_gap
-from explorers.profiler.your_model import _PROFILER_LOCK, LABEL, STEP_LABEL, settle_steps
+from explorers.profiler.your_model import _PROFILER_LOCK, LABEL, STEP_LABEL, _progress, settle_steps
 from explorers.rng import isolated_rng
 from explorers.slowstep.loops import PHASES, Loop, Trainer
 
@@ -391,18 +390,6 @@ def _profile(trainer: Trainer, phases: dict[str, float], advance) -> Evidence:
     median = sorted(bodies, key=lambda e: e.end - e.start)[len(bodies) // 2]
     timeline, hidden = _timeline(events, median)
     return Evidence(phases, (median.end - median.start) / 1e6, ops[:TOP_OPS], ops, timeline, hidden, trace, len(bodies))
-
-
-def _progress(total: int, report: Callable[[int, int], None] | None) -> Callable[[], None]:
-    done = 0
-
-    def advance() -> None:
-        nonlocal done
-        done += 1
-        if report:
-            report(min(done, total), total)
-
-    return advance
 
 
 def _total(*loops: Loop, profiled: bool) -> int:
