@@ -107,9 +107,9 @@ def weak_link(weak: Weak) -> None:
     else:
         words = f"Prediction, wrong first answer: {progress.plain(item.question)}"
         target = entry.page if entry and entry.page else None
-    if target and slug == "slowstep":  # a slow-step answer: back to its drill and seed
+    if target and weak.kind == "prediction" and slug == "slowstep":  # a slow-step answer: back to its drill and seed
         st.page_link(target, label=words, icon=":material/replay:", query_params=slowstep_practice.link(item.key))
-    elif target and slug == "evidence":  # a trace's question: back to that trace
+    elif target and weak.kind == "prediction" and slug == "evidence":  # a trace's question: back to that trace
         st.page_link(target, label=words, icon=":material/replay:", query_params={"trace": item.key.split(".")[1]})
     elif target:
         st.page_link(target, label=words, icon=":material/replay:")

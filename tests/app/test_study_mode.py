@@ -102,3 +102,22 @@ def test_days_that_name_question_numbers_link_those_questions_labs_in_the_lab_ma
         first, last = (int(n) for n in day.task.split("Questions ")[1].split(",")[0].split(" to "))
         continued = [entry.slug for entry in LABS if entry.extends and first <= entry.extends <= last]
         assert list(day.labs) == order[first - 1 : last] + continued, day.task
+
+
+@pytest.mark.parametrize("slug", ["evidence", "slowstep"])
+def test_day_7_links_a_mock_score_on_a_lab_whose_predictions_link_back_with_a_query(slug):
+    """A mock score on the GPU evidence or Slow step lab is a MockScore, not a prediction: day 7 raised on it (it read
+    a prediction's key to build the link back), whenever a mock set had drawn one of those labs."""
+    from streamlit.testing.v1 import AppTest
+
+    from explorers.progress.records import Record
+    from tests.app.conftest import ROOT, TIMEOUT_S
+    from ui import progress
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT_S)
+    at.switch_page(plan.PAGE)
+    at.session_state[progress.UNSAVED_KEY] = [Record.now("mock", slug, {"points": 2})]
+    at.run()
+    assert not at.exception
+    listed = [link.proto.label for link in at.get("page_link") if link.proto.label.startswith("Mock interview, ")]
+    assert [label.split(":")[0] for label in listed] == ["Mock interview, 2 of 5"]
