@@ -23,9 +23,9 @@ def answer_card(run: EvidenceRun) -> AnswerCard:
         ),
         mechanism=lesson.why(run.drill),
         evidence=(
-            f"The step took {ms(run.blocks.typical('slow'))} ms against {ms(run.blocks.typical('other'))} ms for the "
-            f"correct loop on the same seed and data ({ms(extra)} ± {ms(noise)} ms more), and the extra time was "
-            f"in {where}."
+            f"The median step took {ms(run.blocks.typical('slow'))} ms against {ms(run.blocks.typical('other'))} ms "
+            f"for the correct loop on the same seed and data; paired step by step it took {ms(extra)} ± "
+            f"{ms(noise)} ms more (the median difference), and the extra time was in {where}."
         ),
         recovery=f"{catalogue.FIXES[drill.fix].label}: `{catalogue.FIXES[drill.fix].code}`.",
         trade_off=(

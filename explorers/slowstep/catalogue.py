@@ -68,8 +68,7 @@ FIXES: dict[str, Fix] = {
     for f in (
         F("augment_batch", "Augment the whole batch at once: one grouped conv1d per pass, in collate_fn",
           "conv1d(x[None], kernels, padding=4, groups=len(x))  # per pass, on the batch",
-          lambda loop: replace(loop, augment="heavy, batched" if loop.augment == "heavy" else loop.augment),
-          statement="batched"),
+          lambda loop: replace(loop, augment="heavy, batched" if loop.augment == "heavy" else loop.augment)),
         F("workers", "Run the DataLoader with 2 worker processes",
           "DataLoader(..., num_workers=2, persistent_workers=True)", _set(workers=2), reflex=True),
         F("tensor_rows", "Turn the rows into one tensor once, before training", "rows = torch.tensor(rows)  # once",

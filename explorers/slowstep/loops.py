@@ -58,7 +58,7 @@ class Loop:
     anomaly: bool = False  # torch.autograd.set_detect_anomaly(True)
     checkpointing: bool = False  # activation checkpointing on every block
     ema: str = "in place"  # "deepcopy": a new copy of the model every step
-    metrics: str = "vectorised"  # "per sample": a Python loop over the batch for accuracy, confusion and loss
+    metrics: str = "vectorised"  # "per sample": a Python loop over the batch for the metrics
     save: str = "every 500 steps"  # or "every step"
     lr: float = 1e-3
     zero_grad_set_to_none: bool = False  # write set_to_none=True out (it is the default)
@@ -184,6 +184,7 @@ class Trainer:
         self.logged: list[float] = []  # what the loop's logging printed
         self.correct = 0
         self.sample_losses: list[float] = []
+        self.confidence: list[float] = []  # each sample's largest class probability
         self.confusion = torch.zeros(CLASSES, CLASSES, dtype=torch.long)  # per-class accuracy, for the log
 
     @contextlib.contextmanager
@@ -240,18 +241,20 @@ class Trainer:
                 torch._foreach_lerp_(list(self.ema.parameters()), list(self.model.parameters()), 1 - EMA_DECAY)
 
     def _metrics(self, out: torch.Tensor, y: torch.Tensor) -> None:
-        """Accuracy, the confusion matrix and each sample's loss (to log the hardest samples)."""
+        """Accuracy, the confusion matrix, each sample's loss and confidence (to log the hardest samples)."""
         if self.loop.metrics == "per sample":
             for i in range(len(y)):
                 predicted = out[i].argmax()
                 self.confusion[y[i], predicted] += 1
                 self.correct += int(predicted == y[i])
                 self.sample_losses.append(float(nn.functional.cross_entropy(out[i : i + 1], y[i : i + 1])))
+                self.confidence.append(float(out[i].softmax(-1).max()))
         else:
             predicted = out.argmax(1)
             self.confusion.index_put_((y, predicted), torch.ones_like(y), accumulate=True)
             self.correct += int((predicted == y).sum())
             self.sample_losses += nn.functional.cross_entropy(out, y, reduction="none").tolist()
+            self.confidence += out.softmax(-1).amax(-1).tolist()
 
     def _log(self, loss: torch.Tensor) -> None:
         if self.steps % LOG_EVERY[self.loop.log] == 0:

@@ -41,8 +41,8 @@ WARMUP = 3
 # both alike. A loop with DataLoader workers takes turns in blocks instead: its workers prefetch while the other
 # loop runs, so a block starts by using up what they made (the Profiler lab's settle steps).
 PAIRS = 24  # steps of each loop, in turn: 24 paired differences
-ROUNDS = 8  # with workers: blocks of each loop, in turn
-BLOCK = 3  # timed steps per block
+ROUNDS = 12  # with workers: blocks of each loop, in turn (12 pairs: the sign test's interval is the 3rd of each end)
+BLOCK = 2  # timed steps per block
 PROFILED = 2  # steps each profiler window records (after one warm-up step): the operators and the timeline
 TOP_OPS = 12
 NO_OP = "(Python: no operator)"  # a phase's own time, outside every operator it called

@@ -247,3 +247,15 @@ def test_the_item_sentence_is_the_gpu_evidence_lab_s_own_statement():
 
     assert lesson.SYNC is GPU["sync"]
     assert FIXES["log_less"].reflex
+
+
+@falsifies(STATEMENTS["augment_batch"])
+def test_one_grouped_conv1d_per_pass_does_the_per_sample_smoothing_in_one_call():
+    from explorers.slowstep.loops import HEAVY_AUGMENT_PASSES, kernels, smooth, smooth_batch
+
+    x = torch.randn(BATCH, 256)
+    kernel = kernels(seed=5, positions=list(range(100, 100 + BATCH)))
+    per_sample = lambda: torch.stack([smooth(row, k) for row, k in zip(x, kernel, strict=True)])  # noqa: E731
+    assert torch.allclose(per_sample(), smooth_batch(x, kernel), atol=1e-5)
+    assert _count(per_sample, "aten::conv1d") == BATCH * HEAVY_AUGMENT_PASSES
+    assert _count(lambda: smooth_batch(x, kernel), "aten::conv1d") == HEAVY_AUGMENT_PASSES
