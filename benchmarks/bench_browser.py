@@ -32,6 +32,10 @@ NOTCHES = 4  # Autograd's depth slider has 6 values
 HAND_PAUSE_MS = 80
 TRIVIAL_PAGE = "import streamlit as st\nvalue = st.slider('Value', 0, 100, 0)\nst.markdown(f'Value is {value}')\n"
 CHART = "[data-testid='stPlotlyChart'] .main-svg"
+# Charts drawn, each once: plotly draws two .main-svg layers per chart, so counting those counts one chart twice.
+DRAWN_CHARTS = (
+    "[...document.querySelectorAll(\"[data-testid='stPlotlyChart']\")].filter(c => c.querySelector('.main-svg'))"
+)
 LABS = [  # page, slider, the main figure's selector, the target (times the trivial page, or seconds)
     ("Autograd", "Depth (blocks)", CHART, "2x"),  # the saved-bytes chart: see docs/labs/autograd.md on the graph
     ("Modes", "Dropout p", CHART, "2x"),
@@ -94,6 +98,11 @@ def grab(page, slider_name: str, leftward: bool = False) -> Callable[[], None]:
         page.mouse.up()
 
     return drag
+
+
+def charts_drawn(page, count: int) -> None:
+    """Until `count` plotly charts have drawn."""
+    page.wait_for_function(f"{DRAWN_CHARTS}.length >= {count}", timeout=120_000)
 
 
 def settle(page) -> None:

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
+from benchmarks.bench_browser import charts_drawn  # noqa: E402
 from explorers import engine  # noqa: E402
 from explorers.evidence.experiment import ShippedOptions, UploadOptions, read_shipped, read_upload  # noqa: E402
 from explorers.evidence.shipped import SHIPPED  # noqa: E402
@@ -37,7 +38,6 @@ from tests.e2e.conftest import CHROMIUM_FLAGS, chromium_executable, server_outpu
 OPEN_TARGET_S = 2.0
 UPLOAD_TARGET_S = 20.0
 SETTLED = "[data-testid='stApp'][data-test-script-state='notRunning']"
-CHARTS = "[data-testid='stPlotlyChart'] .main-svg"
 
 
 def big_trace(folder: Path) -> tuple[Path, int]:
@@ -102,10 +102,6 @@ def settle(page) -> None:
     page.locator(SETTLED).wait_for(timeout=120_000)
     page.wait_for_timeout(200)
     page.locator(SETTLED).wait_for(timeout=120_000)
-
-
-def charts_drawn(page, count: int) -> None:
-    page.wait_for_function(f'document.querySelectorAll("{CHARTS}").length >= {count}', timeout=120_000)
 
 
 def in_chromium(big: Path) -> None:
