@@ -98,7 +98,8 @@ with stage:
 
 st.markdown(lesson.breakdown(run))
 figures.plotly(
-    charts.timeline_figure(run.evidence), figures.caption("One step, torch.profiler", settings, "cpu"),
+    charts.timeline_figure(run.evidence),
+    figures.caption(lesson.timeline_what(run.evidence.hidden_spans), settings, "cpu"),
     "slowstep-timeline",
 )  # fmt: skip
 st.caption(lesson.OPS_CAPTION)  # the whole width: beside the timeline, a third of a laptop showed one column

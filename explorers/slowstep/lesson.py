@@ -264,5 +264,13 @@ UNKNOWN_FIX = "The link's fix is not offered on this drill and seed, so none is 
 GPU_LINK_WORDS = "GPU evidence: traces where an .item() holds the host"
 
 
+def timeline_what(hidden: int) -> str:
+    return (
+        f"One step, torch.profiler ({hidden} operators under 0.5% of the step not drawn)"
+        if hidden
+        else ("One step, torch.profiler")
+    )
+
+
 def kept_line(right: bool) -> str:
     return f"Your first answer on this drill and seed, the one kept: {'right' if right else 'not right'}."
