@@ -23,7 +23,7 @@ def _evidence_format(raw: str) -> None:
         raise ValueError("it names no phase bar or operator row")
 
 
-# The link holds the drill by an opaque id, the seed and the picks; never whether a pick is right.
+# The link holds the drill by an opaque id, the seed and the picks until they are checked; never whether one is right.
 FIELDS = (
     ChoiceField("drill", DRILLS[DEFAULT_DRILL].link_id, tuple(DRILLS[NAMES[n]].link_id for n in sorted(NAMES)),
                 listed=False, label="Drill",
