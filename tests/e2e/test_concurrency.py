@@ -24,7 +24,7 @@ from explorers.drills import DRILLS
 from explorers.evidence.questions import BOUND_CAUSES
 from explorers.slowstep.catalogue import DRILLS as SLOW_DRILLS
 from tests.e2e.conftest import CHROMIUM_FLAGS, chromium_executable, streamlit_server
-from tests.e2e.sessions import Session, answer, click, notches, percentile, picked, run_session, typed
+from tests.e2e.sessions import Session, answer, click, diagnosed, notches, percentile, picked, run_session, typed
 
 pytestmark = pytest.mark.e2e
 
@@ -108,7 +108,12 @@ def scripted_sessions() -> list[Session]:
             "slow step: the link's picks, checked and the fix run",
             f"Slow_step?drill={SLOW_DRILLS['statistics_per_sample'].link_id}&seed=3&evidence=phase:data"
             "&fix=statistics_once",
-            [("check and run the fix", click("Check and run my fix"))],
+            [
+                (
+                    "check the link's picks, measuring again if the run did not show it",
+                    diagnosed("Check and run my fix", "Measure again"),
+                )
+            ],
             deterministic=False,  # its figures are timings: compare the settings they state
         ),
         Session(
