@@ -138,7 +138,7 @@ NOT_SHOWN = (
 def breakdown(run: measure.EvidenceRun) -> str:
     """The phases of the slow loop, from the timed blocks (no profiler)."""
     e = run.evidence
-    parts = ", ".join(f"{PHASE_NAMES[p].split(' (')[0]} {ms(e.phases[p])}" for p in measure.PHASES)
+    parts = ", ".join(f"{p} {ms(e.phases[p])}" for p in measure.PHASES)
     steps = run.blocks.steps
     return (
         f"Over {steps} timed steps without the profiler, a step took {ms(run.blocks.typical('slow'))} ms (the "
@@ -168,11 +168,11 @@ def evidence_grade(run: measure.EvidenceRun, item: str) -> str:
     kind, _, key = item.partition(":")
     if kind == "phase":
         held = run.extra_ms(key)[0]
-        what = f"the {PHASE_NAMES[key].split(' (')[0]} phase"
+        what = f"the {key} phase"
     else:
         held = run.op_growth[key]
         what = "that operator row"
-    where = " and ".join(PHASE_NAMES[p].split(" (")[0] for p in run.answer_phases)
+    where = " and ".join(run.answer_phases)
     verdict = "points at the bottleneck" if item in run.answers else "does not point at the bottleneck"
     change = f"{ms(held)} ms more" if held >= 0 else f"{ms(-held)} ms less"
     return (

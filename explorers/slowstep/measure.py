@@ -19,6 +19,7 @@ compares their losses step by step: a fix that changes them beyond float roundin
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import re
 import statistics
@@ -400,18 +401,15 @@ def _total(*loops: Loop, profiled: bool) -> int:
     return steps
 
 
+@contextlib.contextmanager
 def _on_one_thread():
     """Run on THREADS threads, and give the caller's thread count back afterwards (a notebook keeps its own)."""
-
-    class _Threads:
-        def __enter__(self):
-            self.before = torch.get_num_threads()
-            torch.set_num_threads(THREADS)
-
-        def __exit__(self, *exc):
-            torch.set_num_threads(self.before)
-
-    return _Threads()
+    before = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def evidence_run(drill: str, seed: int, report=None) -> EvidenceRun:
