@@ -8,11 +8,11 @@ make first. The study plan's day 7 and the notes export list it.
 
 from __future__ import annotations
 
-from explorers.slowstep.catalogue import BY_LINK_ID, DRILLS, label
+from explorers.slowstep.catalogue import BY_LINK_ID, DRILLS, RECORD_PREFIX, label
 from ui import drill
 
 PAGE = "pages/18_Slow_step.py"
-PREFIX = "slowstep."
+PREFIX = RECORD_PREFIX
 GPU_PAGE = "pages/17_GPU_evidence.py"
 
 

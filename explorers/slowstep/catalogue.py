@@ -100,6 +100,9 @@ REFLEXES = tuple(k for k, f in FIXES.items() if f.reflex)
 OTHER_FIXES_SHOWN = 2  # beside the right fix, two other drills' own fixes
 
 
+RECORD_PREFIX = "slowstep."  # a kept answer's record key: the prefix, the drill's link id and the seed
+
+
 @dataclass(frozen=True)
 class Drill:
     name: str
@@ -123,7 +126,7 @@ class Drill:
 
     def record_key(self, seed: int) -> str:
         """The learner's first answer on a seed, kept by the drill's link id (a record names no bug either)."""
-        return f"slowstep.{self.link_id}.{seed}"
+        return f"{RECORD_PREFIX}{self.link_id}.{seed}"
 
     def options_shown(self, seed: int = 0) -> tuple[str, ...]:
         """The right fix, two other drills' fixes and every reflex, in the toolbox's own order (a position says
